@@ -1,0 +1,383 @@
+"""The NATS client protocol as a pure object: bytes in, typed events out.
+
+No sockets, no threads. :class:`Parser` takes whatever bytes arrived, in chunks of any
+size, and yields events: :class:`Info`, :class:`Err`, ``PING``, ``PONG``, ``OK`` and
+:class:`~jetstream_sync.msg.Msg` (for both MSG and HMSG). Anything malformed raises
+:class:`~jetstream_sync.errors.ProtocolError`, after which the parser stays broken.
+
+The encoders at the bottom build every frame the client sends; the publish frame is split
+into a cached, validated prefix (``PUB subject reply ``) and :data:`PUB_TEMPLATE` so the
+hot path formats one bytes object per message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Union
+
+from .errors import BadSubjectError, ProtocolError
+from .msg import Msg
+
+__all__ = [
+    "HPUB_TEMPLATE",
+    "MAX_CONTROL_LINE",
+    "NEED_DATA",
+    "OK",
+    "PING",
+    "PING_FRAME",
+    "PONG",
+    "PONG_FRAME",
+    "PUB_TEMPLATE",
+    "Err",
+    "Event",
+    "Info",
+    "Parser",
+    "check_publish_subject",
+    "check_queue",
+    "check_subscribe_subject",
+    "encode_connect",
+    "encode_sub",
+    "encode_unsub",
+    "hpub_prefix",
+    "pub_prefix",
+]
+
+MAX_CONTROL_LINE = 4096
+# Payloads larger than this are refused even before INFO says otherwise: a hostile or
+# broken peer must not make us buffer without bound.
+DEFAULT_MAX_INBOUND = 64 * 1024 * 1024
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEED_DATA = _Marker("NEED_DATA")
+PING = _Marker("PING")
+PONG = _Marker("PONG")
+OK = _Marker("OK")
+
+
+class Info:
+    """The server's INFO: ``data`` is the decoded JSON object."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Info({self.data!r})"
+
+
+class Err:
+    """The server's ``-ERR``: ``message`` without the quotes."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"Err({self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Err) and other.message == self.message
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+Event = Union[Msg, Info, Err, _Marker]
+
+_CRLF = b"\r\n"
+_SUBJECT_CACHE_MAX = 4096
+
+
+class Parser:
+    """Incremental parser of the server-to-client protocol.
+
+    ``receive_data(b)`` appends bytes; ``next_event()`` returns one event or
+    :data:`NEED_DATA`; ``events()`` returns every complete event at once (the reader uses
+    this: one call per socket read). ``msg_owner`` is stamped on every :class:`Msg` so that
+    ``msg.respond()`` knows its client.
+    """
+
+    def __init__(
+        self,
+        msg_owner: Any = None,
+        max_control_line: int = MAX_CONTROL_LINE,
+        max_payload: int = DEFAULT_MAX_INBOUND,
+    ) -> None:
+        self._buf = b""
+        self._owner = msg_owner
+        self._broken: Optional[ProtocolError] = None
+        self._pending: List[Event] = []
+        self.max_control_line = max_control_line
+        self.max_payload = max_payload
+        # Subjects repeat: decoding each once keeps one str per subject instead of one per
+        # message (CPU and, for queued messages, memory).
+        self._subjects: Dict[bytes, str] = {}
+
+    def receive_data(self, data: bytes) -> None:
+        if self._broken is not None:
+            raise self._broken
+        if self._buf:
+            self._buf += data
+        else:
+            self._buf = bytes(data)
+
+    def next_event(self) -> Event:
+        if not self._pending:
+            self._pending = self.events()
+            self._pending.reverse()
+        if self._pending:
+            return self._pending.pop()
+        return NEED_DATA
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet turned into events."""
+        return len(self._buf)
+
+    def events(self) -> List[Event]:
+        if self._broken is not None:
+            raise self._broken
+        if self._pending:
+            out = self._pending[::-1]
+            self._pending = []
+        else:
+            out = []
+        try:
+            self._parse(out)
+        except ProtocolError as exc:
+            self._broken = exc
+            raise
+        except (ValueError, IndexError, UnicodeDecodeError) as exc:
+            self._broken = ProtocolError(f"malformed protocol data: {exc}")
+            raise self._broken from exc
+        return out
+
+    def _parse(self, out: List[Event]) -> None:
+        buf = self._buf
+        n = len(buf)
+        pos = 0
+        find = buf.find
+        append = out.append
+        subjects = self._subjects
+        owner = self._owner
+        try:
+            while pos < n:
+                end = find(_CRLF, pos)
+                if end < 0:
+                    if n - pos > self.max_control_line:
+                        raise ProtocolError(
+                            f"control line longer than {self.max_control_line} bytes"
+                        )
+                    break
+                if end - pos > self.max_control_line:
+                    raise ProtocolError(f"control line longer than {self.max_control_line} bytes")
+                op = buf[pos : pos + 4]
+                if op == b"MSG ":
+                    args = buf[pos + 4 : end].split()
+                    nargs = len(args)
+                    if nargs == 3:
+                        reply = ""
+                        size = int(args[2])
+                    elif nargs == 4:
+                        reply = args[2].decode("utf-8", "surrogateescape")
+                        size = int(args[3])
+                    else:
+                        raise ProtocolError(f"bad MSG line: {buf[pos:end][:80]!r}")
+                    if size < 0 or size > self.max_payload:
+                        raise ProtocolError(f"MSG payload size {size} out of range")
+                    start = end + 2
+                    stop = start + size
+                    if stop + 2 > n:
+                        break
+                    if buf[stop : stop + 2] != _CRLF:
+                        raise ProtocolError("MSG payload not followed by CRLF")
+                    sb = args[0]
+                    subject = subjects.get(sb)
+                    if subject is None:
+                        subject = sb.decode("utf-8", "surrogateescape")
+                        if len(subjects) >= _SUBJECT_CACHE_MAX:
+                            subjects.clear()
+                        subjects[sb] = subject
+                    append(Msg(subject, reply, buf[start:stop], int(args[1]), None, owner))
+                    pos = stop + 2
+                elif op == b"HMSG":
+                    args = buf[pos + 5 : end].split()
+                    nargs = len(args)
+                    if nargs == 4:
+                        reply = ""
+                        hsize, size = int(args[2]), int(args[3])
+                    elif nargs == 5:
+                        reply = args[2].decode("utf-8", "surrogateescape")
+                        hsize, size = int(args[3]), int(args[4])
+                    else:
+                        raise ProtocolError(f"bad HMSG line: {buf[pos:end][:80]!r}")
+                    if not 0 <= hsize <= size or size > self.max_payload + 65536:
+                        raise ProtocolError(f"HMSG sizes {hsize}/{size} out of range")
+                    start = end + 2
+                    stop = start + size
+                    if stop + 2 > n:
+                        break
+                    if buf[stop : stop + 2] != _CRLF:
+                        raise ProtocolError("HMSG payload not followed by CRLF")
+                    hdr = buf[start : start + hsize]
+                    if not hdr.startswith(b"NATS/1.0"):
+                        raise ProtocolError(f"HMSG header block without NATS/1.0: {hdr[:32]!r}")
+                    subject = args[0].decode("utf-8", "surrogateescape")
+                    append(Msg(subject, reply, buf[start + hsize : stop], int(args[1]), hdr, owner))
+                    pos = stop + 2
+                else:
+                    self._control(buf[pos:end], append)
+                    pos = end + 2
+        finally:
+            self._buf = buf[pos:] if pos else buf
+
+    @staticmethod
+    def _control(line: bytes, append: Any) -> None:
+        head, _, rest = line.partition(b" ")
+        op = head.upper()
+        if op == b"PING" and not rest.strip():
+            append(PING)
+        elif op == b"PONG" and not rest.strip():
+            append(PONG)
+        elif op == b"+OK" and not rest.strip():
+            append(OK)
+        elif op == b"-ERR":
+            append(Err(rest.strip().strip(b"'").decode("utf-8", "replace")))
+        elif op == b"INFO":
+            try:
+                data = json.loads(rest)
+            except ValueError as exc:
+                raise ProtocolError(f"INFO is not valid JSON: {exc}") from None
+            if not isinstance(data, dict):
+                raise ProtocolError("INFO is not a JSON object")
+            append(Info(data))
+        elif op in (b"MSG", b"HMSG"):
+            # Lower-case or oddly spaced message lines are legal but never sent by
+            # nats-server; refusing them keeps the hot path to one comparison.
+            raise ProtocolError(f"unsupported message line form: {line[:80]!r}")
+        else:
+            raise ProtocolError(f"unknown protocol operation: {line[:80]!r}")
+
+
+# --- validation ------------------------------------------------------------------------
+
+_WHITESPACE = frozenset(" \t\r\n\f\v")
+
+
+def _check_common(subject: Any, what: str) -> str:
+    if not isinstance(subject, str):
+        raise BadSubjectError(f"{what} must be a str, got {type(subject).__name__}")
+    if not subject or subject.isspace():
+        raise BadSubjectError(f"{what} is empty")
+    if not _WHITESPACE.isdisjoint(subject):
+        raise BadSubjectError(f"{what} {subject!r} contains whitespace")
+    if len(subject) > MAX_CONTROL_LINE // 2:
+        raise BadSubjectError(f"{what} is longer than {MAX_CONTROL_LINE // 2} characters")
+    return subject
+
+
+def check_publish_subject(subject: Any, what: str = "subject") -> str:
+    """A publish subject: non-empty, no whitespace, no empty token, no wildcard token."""
+    _check_common(subject, what)
+    for token in subject.split("."):
+        if not token:
+            raise BadSubjectError(f"{what} {subject!r} has an empty token")
+        if token in ("*", ">"):
+            raise BadSubjectError(
+                f"{what} {subject!r} has a wildcard; publish needs a literal subject"
+            )
+    return subject  # type: ignore[no-any-return]
+
+
+def check_subscribe_subject(subject: Any) -> str:
+    """A subscribe subject: like publish, but ``*`` tokens and a final ``>`` are allowed."""
+    _check_common(subject, "subject")
+    tokens = subject.split(".")
+    for i, token in enumerate(tokens):
+        if not token:
+            raise BadSubjectError(f"subject {subject!r} has an empty token")
+        if token == ">" and i != len(tokens) - 1:
+            raise BadSubjectError(f"subject {subject!r}: '>' must be the last token")
+    return subject  # type: ignore[no-any-return]
+
+
+def check_queue(queue: Any) -> str:
+    _check_common(queue, "queue name")
+    return queue  # type: ignore[no-any-return]
+
+
+# --- encoders --------------------------------------------------------------------------
+
+PING_FRAME = b"PING\r\n"
+PONG_FRAME = b"PONG\r\n"
+# A PUB frame is pub_prefix(subject, reply) % (len(payload), payload) via this template.
+PUB_TEMPLATE = b"%b%d\r\n%b\r\n"
+# An HPUB frame: hpub_prefix(...) then "<hdr_len> <total_len>\r\n<hdr><payload>\r\n".
+HPUB_TEMPLATE = b"%b%d %d\r\n%b%b\r\n"
+
+
+def _enc(s: str) -> bytes:
+    return s.encode("utf-8", "surrogateescape")
+
+
+def pub_prefix(subject: str, reply: Optional[str] = None) -> bytes:
+    """``PUB <subject> [reply] `` with both checked."""
+    check_publish_subject(subject)
+    if reply:
+        check_publish_subject(reply, "reply subject")
+        return b"PUB %b %b " % (_enc(subject), _enc(reply))
+    return b"PUB %b " % _enc(subject)
+
+
+def hpub_prefix(subject: str, reply: Optional[str] = None) -> bytes:
+    check_publish_subject(subject)
+    if reply:
+        check_publish_subject(reply, "reply subject")
+        return b"HPUB %b %b " % (_enc(subject), _enc(reply))
+    return b"HPUB %b " % _enc(subject)
+
+
+def encode_pub(subject: str, payload: bytes, reply: Optional[str] = None) -> bytes:
+    return PUB_TEMPLATE % (pub_prefix(subject, reply), len(payload), payload)
+
+
+def encode_hpub(
+    subject: str, header_block: bytes, payload: bytes, reply: Optional[str] = None
+) -> bytes:
+    hlen = len(header_block)
+    return HPUB_TEMPLATE % (
+        hpub_prefix(subject, reply),
+        hlen,
+        hlen + len(payload),
+        header_block,
+        payload,
+    )
+
+
+def encode_sub(subject: str, sid: int, queue: Optional[str] = None) -> bytes:
+    if queue:
+        return b"SUB %b %b %d\r\n" % (_enc(subject), _enc(queue), sid)
+    return b"SUB %b %d\r\n" % (_enc(subject), sid)
+
+
+def encode_unsub(sid: int, max_msgs: Optional[int] = None) -> bytes:
+    if max_msgs is not None:
+        return b"UNSUB %d %d\r\n" % (sid, max_msgs)
+    return b"UNSUB %d\r\n" % sid
+
+
+def encode_connect(options: Dict[str, Any]) -> bytes:
+    """CONNECT with the options as compact JSON; ``None`` values are left out."""
+    body = {k: v for k, v in options.items() if v is not None}
+    return b"CONNECT " + json.dumps(body, separators=(",", ":")).encode() + b"\r\n"

@@ -1,0 +1,1351 @@
+"""Client: one connection to a NATS server, with its threads.
+
+Threads of one client, each short and stoppable:
+
+* the **network thread** reads the socket, feeds the parser and routes each message to its
+  subscription's queue; when the socket dies it runs the reconnect loop. It never runs user
+  code and never blocks on anything but the socket.
+* the **flusher** writes the shared write buffer with one ``sendall`` per wake-up, so
+  publishes and acks from any thread are coalesced. Latency-sensitive calls (request,
+  flush) write the buffer themselves instead of waiting for it.
+* the **timer thread** sends pings and detects a stale connection.
+* the **callback thread** runs the user's connection callbacks (error_cb, disconnected_cb,
+  reconnected_cb, closed_cb) in order. Subscription callbacks run on their own
+  per-subscription dispatcher thread (see subscription.py).
+
+The outbound buffer is a ``collections.deque`` of frames, one per publish. A publish on a
+connected client appends without any lock: ``deque.append`` is atomic, and the flusher takes
+a batch atomically too (a ``None`` marker and ``iter(popleft, None)``, all in C). ``_wlock``
+guards state changes, the ping queue and control frames whose order matters; ``_send_lock``
+serialises writes to the socket (taken before ``_wlock`` whenever both are needed).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import os
+import queue
+import random
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+import weakref
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _protocol as proto
+from . import errors
+from ._nuid import NUID
+from ._timeouts import Deadline, check_timeout
+from ._timers import Timer, Timers
+from ._version import __version__
+from .msg import HeadersLike, Msg, encode_headers
+from .subscription import MessageHook, Subscription
+
+__all__ = ["DEFAULT_URL", "Client", "connect"]
+
+log = logging.getLogger("jetstream_sync")
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+DEFAULT_PENDING_MSGS = 65536
+DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
+_READ_SIZE = 256 * 1024
+# Above this many buffered frames a publisher writes the buffer itself instead of leaving
+# it to the flusher: back-pressure instead of unbounded memory.
+_HIGH_WATER = 32768
+_CRLF = b"\r\n"
+# "<size>\r\n" for every payload size seen so far; a PUB frame is prefix + this + payload.
+_SIZE_LINES: Dict[int, bytes] = {}
+
+ErrorCallback = Callable[[Exception], None]
+Callback = Callable[[], None]
+
+# Connection states. Identity comparisons on small ints interned objects are the cheapest.
+_NEW, _CONNECTED, _RECONNECTING, _CLOSED, _FORKED = (
+    "new",
+    "connected",
+    "reconnecting",
+    "closed",
+    "forked",
+)
+
+
+class _Server:
+    """One entry of the server pool. Its repr never shows credentials."""
+
+    __slots__ = (
+        "did_connect",
+        "host",
+        "implicit",
+        "last_attempt",
+        "password",
+        "port",
+        "reconnects",
+        "scheme",
+        "token",
+        "user",
+    )
+
+    def __init__(
+        self,
+        scheme: str,
+        host: str,
+        port: int,
+        user: Optional[str] = None,
+        password: Optional[str] = None,
+        token: Optional[str] = None,
+        implicit: bool = False,
+    ) -> None:
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.user = user
+        self.password = password
+        self.token = token
+        self.implicit = implicit
+        self.reconnects = 0
+        self.last_attempt = -1e9
+        self.did_connect = False
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"<server {self.url}>"
+
+
+def _parse_url(url: str, implicit: bool = False) -> _Server:
+    if not isinstance(url, str) or not url.strip():
+        raise errors.InvalidArgumentError(f"server URL must be a non-empty str, got {url!r}")
+    text = url.strip()
+    if "://" not in text:
+        text = "nats://" + text
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port or 4222
+    except ValueError as exc:
+        raise errors.InvalidArgumentError(f"bad server URL {_redact(url)!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("nats", "tls"):
+        raise errors.InvalidArgumentError(
+            f"bad server URL {_redact(url)!r}: scheme must be nats:// or tls://"
+        )
+    user = urllib.parse.unquote(parts.username) if parts.username else None
+    password = urllib.parse.unquote(parts.password) if parts.password is not None else None
+    token = None
+    if user is not None and password is None:
+        token, user = user, None  # nats://TOKEN@host carries a token
+    return _Server(scheme, parts.hostname or "127.0.0.1", port, user, password, token, implicit)
+
+
+def _redact(url: str) -> str:
+    """The URL without any user info, for messages."""
+    if "@" in url:
+        scheme, sep, rest = url.rpartition("://")
+        return (scheme + sep if sep else "") + "***@" + rest.rpartition("@")[2]
+    return url
+
+
+class _Waiter:
+    """A one-shot hand-off from the network thread to a blocked caller.
+
+    A pre-acquired lock is the cheapest wake-up CPython has (``Event`` adds a Condition).
+    """
+
+    __slots__ = ("error", "lock", "msg")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.msg: Optional[Msg] = None
+        self.error: Optional[errors.NATSError] = None
+
+    def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
+        self.msg = msg
+        self.error = error
+        try:
+            self.lock.release()
+        except RuntimeError:
+            pass  # woken twice (a race between a reply and a disconnect): first one wins
+
+
+class _Conn:
+    """One live socket and the parser reading it."""
+
+    __slots__ = ("info", "parser", "server", "sock")
+
+    def __init__(
+        self, sock: socket.socket, parser: proto.Parser, server: _Server, info: Dict[str, Any]
+    ) -> None:
+        self.sock = sock
+        self.parser = parser
+        self.server = server
+        self.info = info
+
+
+# --- fork safety ---------------------------------------------------------------------
+
+_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_live_clients):
+        client._mark_forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _size_line(n: int) -> bytes:
+    line = b"%d\r\n" % n
+    if len(_SIZE_LINES) < 65536:
+        _SIZE_LINES[n] = line
+    return line
+
+
+def _as_bytes(data: Any, what: str = "data") -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise errors.InvalidArgumentError(
+        f"{what} must be bytes, got {type(data).__name__}"
+        + ("; encode it first, e.g. data.encode()" if isinstance(data, str) else "")
+    )
+
+
+def _check_positive_int(value: Any, what: str, *, allow_none: bool = False) -> Optional[int]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise errors.InvalidArgumentError(f"{what} must be an int > 0, got {value!r}")
+    return value
+
+
+def _check_callable(value: Any, what: str) -> Any:
+    if value is not None and not callable(value):
+        raise errors.InvalidArgumentError(f"{what} must be callable, got {type(value).__name__}")
+    return value
+
+
+class Client:
+    """A connection to NATS. Use :func:`connect` to make one."""
+
+    def __init__(self) -> None:
+        self._state = _NEW
+        self._pub_fast = False  # True only while CONNECTED and publishes are allowed
+        self._closing = False
+        self._draining_pubs = False
+        self._pid = os.getpid()
+        self._wlock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._out: Deque[Optional[bytes]] = collections.deque()
+        self._kicked = False
+        self._kick = threading.Event()
+        self._connected = threading.Event()
+        self._stop = threading.Event()
+        self._closed_event = threading.Event()
+        self._conn: Optional[_Conn] = None
+        self._pool: List[_Server] = []
+        self._subs: Dict[int, Subscription] = {}
+        self._sids = itertools.count(1)
+        self._pub_cache: Dict[str, bytes] = {}
+        self._max_payload = 1024 * 1024
+        # Pings in wire order: (waiter or None, publishes enqueued before the ping).
+        self._pings: Deque[Tuple[Optional[_Waiter], int]] = collections.deque()
+        self._pings_in_buf = 0
+        self._outstanding_pings = 0
+        # Counters. Frames are counted as they enter the buffer (_out_frames) and as they
+        # are written (_written_frames); a PONG confirms every frame before its PING.
+        self._out_frames = 0
+        self._written_frames = 0
+        self._confirmed_frames = 0
+        self._rbuf_bytes = 0  # bytes buffered while disconnected
+        self._out_msgs = 0
+        self._out_bytes = 0
+        self._in_msgs = 0
+        self._in_bytes = 0
+        self._reconnects = 0
+        self._errors_received = 0
+        self._nuid = NUID()
+        self._resp_lock = threading.Lock()
+        self._resp_sub: Optional[Subscription] = None
+        self._resp_prefix = ""
+        self._resp_map: Dict[str, _Waiter] = {}
+        self._req_ids = itertools.count(1)
+        self._cb_queue: queue.SimpleQueue[Optional[Tuple[Callable[..., None], Tuple[Any, ...]]]]
+        self._cb_queue = queue.SimpleQueue()
+        self._threads: List[threading.Thread] = []
+        self._timers: Optional[Timers] = None
+        self._ping_timer: Optional[Timer] = None
+        self._last_error: Optional[errors.NATSError] = None
+
+    # --- connecting -------------------------------------------------------------------
+
+    def connect(
+        self,
+        servers: Union[str, Sequence[str]] = DEFAULT_URL,
+        *,
+        name: Optional[str] = None,
+        error_cb: Optional[ErrorCallback] = None,
+        disconnected_cb: Optional[Callback] = None,
+        reconnected_cb: Optional[Callback] = None,
+        closed_cb: Optional[Callback] = None,
+        user: Optional[str] = None,
+        password: Optional[str] = None,
+        token: Optional[str] = None,
+        tls: Optional[ssl.SSLContext] = None,
+        tls_hostname: Optional[str] = None,
+        connect_timeout: float = 2.0,
+        allow_reconnect: bool = True,
+        max_reconnect_attempts: int = 60,
+        reconnect_time_wait: float = 2.0,
+        reconnect_jitter: float = 0.1,
+        reconnect_buf_size: int = 8 * 1024 * 1024,
+        ping_interval: float = 120.0,
+        max_outstanding_pings: int = 2,
+        no_randomize: bool = False,
+        echo: bool = True,
+        inbox_prefix: str = "_INBOX",
+        verbose: bool = False,
+        pedantic: bool = False,
+    ) -> Client:
+        """Connect to the first reachable server of ``servers``; see :func:`connect`."""
+        if self._state is not _NEW:
+            raise errors.InvalidArgumentError(
+                "this Client has already been connected; make a new one"
+            )
+        if isinstance(servers, str):
+            urls = [u for u in servers.split(",") if u.strip()]
+        elif isinstance(servers, (list, tuple)):
+            urls = list(servers)
+        else:
+            raise errors.InvalidArgumentError(
+                f"servers must be a URL string or a list of them, got {type(servers).__name__}"
+            )
+        if not urls:
+            raise errors.InvalidArgumentError("servers is empty")
+        self._pool = [_parse_url(u) for u in urls]
+        if not no_randomize and len(self._pool) > 1:
+            random.shuffle(self._pool)
+        for cb_name, cb in (
+            ("error_cb", error_cb),
+            ("disconnected_cb", disconnected_cb),
+            ("reconnected_cb", reconnected_cb),
+            ("closed_cb", closed_cb),
+        ):
+            _check_callable(cb, cb_name)
+        if tls is not None and not isinstance(tls, ssl.SSLContext):
+            raise errors.InvalidArgumentError(
+                f"tls must be an ssl.SSLContext, got {type(tls).__name__}"
+            )
+        for what, value in (
+            ("user", user),
+            ("password", password),
+            ("token", token),
+            ("name", name),
+            ("tls_hostname", tls_hostname),
+        ):
+            if value is not None and not isinstance(value, str):
+                raise errors.InvalidArgumentError(
+                    f"{what} must be a str, got {type(value).__name__}"
+                )
+        if (user is None) != (password is None):
+            raise errors.InvalidArgumentError("user and password go together: give both or neither")
+        if not isinstance(max_reconnect_attempts, int) or isinstance(max_reconnect_attempts, bool):
+            raise errors.InvalidArgumentError(
+                "max_reconnect_attempts must be an int (-1 for no limit), "
+                f"got {max_reconnect_attempts!r}"
+            )
+        proto.check_publish_subject(inbox_prefix, "inbox_prefix")
+        self._connect_timeout = check_timeout(connect_timeout, "connect_timeout")
+        self._reconnect_wait = check_timeout(reconnect_time_wait, "reconnect_time_wait")
+        self._reconnect_jitter = check_timeout(reconnect_jitter, "reconnect_jitter")
+        ping = check_timeout(ping_interval, "ping_interval")
+        if not ping:
+            raise errors.BadTimeoutError("ping_interval must be > 0 seconds")
+        self._ping_interval: float = ping
+        self._max_outstanding_pings = _check_positive_int(
+            max_outstanding_pings, "max_outstanding_pings"
+        )
+        self._reconnect_buf_size = (
+            _check_positive_int(reconnect_buf_size, "reconnect_buf_size") or 0
+        )
+        self._name = name
+        self._error_cb = error_cb
+        self._disconnected_cb = disconnected_cb
+        self._reconnected_cb = reconnected_cb
+        self._closed_cb = closed_cb
+        self._user, self._password, self._token = user, password, token
+        self._tls = tls
+        self._tls_hostname = tls_hostname
+        self._allow_reconnect = bool(allow_reconnect)
+        self._max_reconnect_attempts = max_reconnect_attempts
+        self._echo = bool(echo)
+        self._verbose = bool(verbose)
+        self._pedantic = bool(pedantic)
+        self._inbox_prefix = inbox_prefix
+
+        last: Optional[errors.NATSError] = None
+        conn: Optional[_Conn] = None
+        for server in self._pool:
+            server.last_attempt = time.monotonic()
+            try:
+                conn = self._open(server)
+                break
+            except errors.AuthorizationError:
+                raise
+            except errors.NATSError as exc:
+                last = exc
+        if conn is None:
+            assert last is not None
+            if isinstance(last, errors.SecureConnectionRequiredError):
+                raise last
+            raise errors.NoServersError(
+                "could not connect to any server ("
+                + ", ".join(s.url for s in self._pool)
+                + f"): {last}"
+            ) from last
+        self._start_threads()
+        self._install(conn, reconnect=False)
+        _live_clients.add(self)
+        return self
+
+    def _open(self, server: _Server) -> _Conn:
+        """Open a socket to ``server`` and complete the handshake, or raise a NATSError."""
+        where = f"connect to {server.url}"
+        deadline = Deadline(self._connect_timeout, where)
+        sock: Optional[socket.socket] = None
+        try:
+            sock = socket.create_connection((server.host, server.port), timeout=deadline.check())
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            parser = proto.Parser(msg_owner=self)
+            ev = self._read_event(sock, parser, deadline, where)
+            if not isinstance(ev, proto.Info):
+                raise errors.ProtocolError(f"{where}: expected INFO first, got {ev!r}")
+            info = ev.data
+            sock = self._maybe_tls(sock, server, info, deadline)
+            sock.settimeout(deadline.check())
+            sock.sendall(
+                proto.encode_connect(self._connect_options(server, info)) + proto.PING_FRAME
+            )
+            while True:
+                ev = self._read_event(sock, parser, deadline, where)
+                if ev is proto.PONG:
+                    break
+                if isinstance(ev, proto.Err):
+                    raise self._handshake_error(server, ev.message)
+                if isinstance(ev, proto.Info):
+                    info = ev.data
+                elif ev is proto.PING:
+                    sock.sendall(proto.PONG_FRAME)
+            sock.settimeout(None)
+            max_payload = info.get("max_payload")
+            if isinstance(max_payload, int) and max_payload > 0:
+                parser.max_payload = max(max_payload, proto.DEFAULT_MAX_INBOUND)
+            return _Conn(sock, parser, server, info)
+        except BaseException as exc:
+            if sock is not None:
+                sock.close()
+            if isinstance(exc, (errors.NATSError, OSError)):
+                raise errors.map_os_error(exc, where=where) from exc
+            raise
+
+    @staticmethod
+    def _read_event(
+        sock: socket.socket, parser: proto.Parser, deadline: Deadline, where: str
+    ) -> proto.Event:
+        while True:
+            ev = parser.next_event()
+            if ev is not proto.NEED_DATA:
+                return ev
+            sock.settimeout(deadline.check())
+            data = sock.recv(65536)
+            if not data:
+                raise errors.ConnectionLostError(f"{where}: server closed the connection")
+            parser.receive_data(data)
+
+    def _maybe_tls(
+        self, sock: socket.socket, server: _Server, info: Dict[str, Any], deadline: Deadline
+    ) -> socket.socket:
+        wanted = self._tls is not None or server.scheme == "tls"
+        required = bool(info.get("tls_required"))
+        available = required or bool(info.get("tls_available"))
+        if wanted and not available:
+            raise errors.SecureConnectionRequiredError(
+                f"TLS was requested but server {server.url} does not offer it"
+            )
+        if not (wanted or required):
+            return sock
+        # Like nats.go: a server that requires TLS gets it, with a default (verifying)
+        # context when the caller gave none.
+        context = self._tls or ssl.create_default_context()
+        sock.settimeout(deadline.check())
+        return context.wrap_socket(sock, server_hostname=self._tls_hostname or server.host)
+
+    def _connect_options(self, server: _Server, info: Dict[str, Any]) -> Dict[str, Any]:
+        opts: Dict[str, Any] = {
+            "verbose": self._verbose,
+            "pedantic": self._pedantic,
+            "tls_required": self._tls is not None
+            or server.scheme == "tls"
+            or bool(info.get("tls_required")),
+            "name": self._name,
+            "lang": "python3-sync",
+            "version": __version__,
+            "protocol": 1,
+            "echo": self._echo,
+            "headers": True,
+            "no_responders": True,
+        }
+        if server.user is not None:
+            opts["user"], opts["pass"] = server.user, server.password
+        elif server.token is not None:
+            opts["auth_token"] = server.token
+        elif self._user is not None:
+            opts["user"], opts["pass"] = self._user, self._password
+        elif self._token is not None:
+            opts["auth_token"] = self._token
+        return opts
+
+    @staticmethod
+    def _handshake_error(server: _Server, message: str) -> errors.NATSError:
+        low = message.lower()
+        if "authorization" in low or "authentication" in low or "user" in low:
+            return errors.AuthorizationError(
+                f"server {server.url} refused the credentials: {message}"
+            )
+        if "secure connection" in low or "tls" in low:
+            return errors.SecureConnectionRequiredError(f"server {server.url}: {message}")
+        return errors.ServerError(f"server {server.url} refused the connection: {message}")
+
+    def _start_threads(self) -> None:
+        self._timers = Timers("nats-timers", self._on_internal_error)
+        for target, name in (
+            (self._run_network, "nats-network"),
+            (self._run_flusher, "nats-flusher"),
+            (self._run_callbacks, "nats-callbacks"),
+        ):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            self._threads.append(t)
+        self._ping_timer = self._timers.call_later(self._ping_interval, self._ping_tick)
+
+    def _install(self, conn: _Conn, reconnect: bool) -> bool:
+        """Make ``conn`` the live connection: resubscribe first, then buffered publishes."""
+        with self._send_lock, self._wlock:
+            if self._closing:
+                conn.sock.close()
+                return False
+            self._conn = conn
+            self._update_info(conn.info, conn.server)
+            resubs = []
+            for sub in self._subs.values():
+                resubs.append(proto.encode_sub(sub.subject, sub.sid, sub.queue or None))
+                if sub.max_msgs:
+                    resubs.append(proto.encode_unsub(sub.sid, max(1, sub.max_msgs - sub.delivered)))
+            self._out_frames += len(resubs)
+            self._written_frames += len(resubs)  # not publishes: keep them out of the tally
+            self._out.extendleft(reversed(resubs))
+            self._state = _CONNECTED
+            self._pub_fast = not self._draining_pubs
+            self._outstanding_pings = 0
+            conn.server.did_connect = True
+            conn.server.reconnects = 0
+            self._kicked = True
+            self._kick.set()
+        self._connected.set()
+        if reconnect:
+            self._reconnects += 1
+            self._callback(self._reconnected_cb)
+        else:
+            for t in self._threads:
+                t.start()
+        return True
+
+    def _update_info(self, info: Dict[str, Any], server: _Server) -> None:
+        self._server_info = info
+        max_payload = info.get("max_payload")
+        if isinstance(max_payload, int) and max_payload > 0:
+            self._max_payload = max_payload
+        known = {(s.host, s.port) for s in self._pool}
+        for url in info.get("connect_urls") or ():
+            try:
+                new = _parse_url(url if "://" in url else f"{server.scheme}://{url}", implicit=True)
+            except errors.InvalidArgumentError:
+                continue
+            if (new.host, new.port) not in known:
+                known.add((new.host, new.port))
+                self._pool.append(new)
+
+    # --- the network thread -------------------------------------------------------------
+
+    def _run_network(self) -> None:
+        conn = self._conn
+        while conn is not None:
+            err = self._read_loop(conn)
+            if self._closing or self._state is _FORKED:
+                return
+            self._on_disconnect(conn, err)
+            if not self._allow_reconnect:
+                self._shutdown(
+                    errors.ConnectionClosedError(
+                        f"connection to {conn.server.url} lost and allow_reconnect is False"
+                    )
+                )
+                return
+            conn = self._reconnect_loop()
+        if not self._closing:
+            self._shutdown(
+                errors.NoServersError(
+                    "reconnect gave up: no server reachable within max_reconnect_attempts"
+                )
+            )
+
+    def _read_loop(self, conn: _Conn) -> errors.NATSError:
+        """Read until the socket fails; returns why. Hot: keep it lean."""
+        recv = conn.sock.recv
+        parser = conn.parser
+        subs = self._subs
+        msg_cls = Msg
+        try:
+            # Events that came in with the handshake's last read go first.
+            pending = parser.events()
+            while True:
+                nmsgs = nbytes = 0
+                for ev in pending:
+                    if ev.__class__ is msg_cls:
+                        nmsgs += 1
+                        nbytes += len(ev.data)
+                        sub = subs.get(ev.sid)
+                        if sub is not None:
+                            sub._deliver(ev)
+                    else:
+                        self._on_control(ev)
+                if nmsgs:
+                    self._in_msgs += nmsgs
+                    self._in_bytes += nbytes
+                data = recv(_READ_SIZE)
+                if not data:
+                    return errors.ConnectionLostError(
+                        f"server {conn.server.url} closed the connection"
+                    )
+                parser.receive_data(data)
+                pending = parser.events()
+        except errors.ProtocolError as exc:
+            self._report(exc)
+            return exc
+        except Exception as exc:
+            return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
+
+    def _on_control(self, ev: proto.Event) -> None:
+        if ev is proto.PING:
+            self._enqueue(proto.PONG_FRAME)
+        elif ev is proto.PONG:
+            self._on_pong()
+        elif isinstance(ev, proto.Info):
+            conn = self._conn
+            if conn is not None:
+                with self._wlock:
+                    self._update_info(ev.data, conn.server)
+                if ev.data.get("ldm"):
+                    self._report(
+                        errors.LameDuckModeError(
+                            f"server {conn.server.url} entered lame duck mode and will close "
+                            "connections soon; the client will reconnect elsewhere"
+                        )
+                    )
+        elif isinstance(ev, proto.Err):
+            self._on_err(ev.message)
+
+    def _on_err(self, message: str) -> None:
+        self._errors_received += 1
+        low = message.lower()
+        err: errors.NATSError
+        if low.startswith("permissions violation"):
+            err = errors.PermissionsError(f"server: {message}")
+        elif "stale connection" in low:
+            err = errors.StaleConnectionError(f"server: {message}")
+        elif "authorization" in low or "authentication" in low:
+            err = errors.AuthorizationError(f"server: {message}")
+        else:
+            err = errors.ServerError(f"server: {message}")
+        # Fatal errors are followed by the server closing the socket; the read loop sees
+        # that and reconnects. Non-fatal ones (permissions) leave the connection usable.
+        self._report(err)
+
+    def _on_pong(self) -> None:
+        self._outstanding_pings = 0
+        try:
+            waiter, mark = self._pings.popleft()
+        except IndexError:
+            return
+        if mark > self._confirmed_frames:
+            self._confirmed_frames = mark
+        if waiter is not None:
+            waiter.wake()
+
+    def _on_disconnect(self, conn: _Conn, err: errors.NATSError) -> None:
+        unconfirmed = 0
+        with self._wlock:
+            if self._state is _CONNECTED:
+                self._state = _RECONNECTING
+            self._pub_fast = False
+            self._connected.clear()
+            unconfirmed = max(0, self._written_frames - self._confirmed_frames)
+            self._confirmed_frames = self._written_frames
+            self._rbuf_bytes = sum(map(len, filter(None, self._out)))
+            # Pings already written died with the socket; those still buffered will be
+            # sent on the next connection and keep their place in the queue.
+            dead = len(self._pings) - self._pings_in_buf
+            failed = [self._pings.popleft()[0] for _ in range(max(0, dead))]
+        self._kill_socket(conn)
+        lost = errors.ConnectionLostError(f"connection to {conn.server.url} lost: {err}")
+        for waiter in failed:
+            if waiter is not None:
+                waiter.wake(error=lost)
+        self._fail_requests(lost)
+        report = errors.ConnectionLostError(
+            f"disconnected from {conn.server.url}: {err}"
+            + (
+                f"; {unconfirmed} frame(s) written since the server last confirmed "
+                "receipt may not have arrived"
+                if unconfirmed
+                else ""
+            )
+        )
+        report.__cause__ = err
+        self._report(report)
+        self._callback(self._disconnected_cb)
+
+    def _reconnect_loop(self) -> Optional[_Conn]:
+        while not self._closing:
+            server = self._pick_server()
+            if server is None:
+                return None
+            delay = server.last_attempt + self._reconnect_wait - time.monotonic()
+            if delay > 0:
+                delay += random.uniform(0, self._reconnect_jitter)
+                if self._stop.wait(delay):
+                    return None
+            server.last_attempt = time.monotonic()
+            server.reconnects += 1
+            try:
+                conn = self._open(server)
+            except errors.NATSError as exc:
+                self._report(errors.ConnectionLostError(f"reconnect to {server.url} failed: {exc}"))
+                continue
+            if self._install(conn, reconnect=True):
+                return conn
+            return None
+        return None
+
+    def _pick_server(self) -> Optional[_Server]:
+        """The next server with attempts left; it moves to the back of the pool."""
+        with self._wlock:
+            limit = self._max_reconnect_attempts
+            for i, server in enumerate(self._pool):
+                if limit < 0 or server.reconnects < limit:
+                    self._pool.append(self._pool.pop(i))
+                    return server
+        return None
+
+    def _kill_socket(self, conn: _Conn) -> None:
+        """Wake every thread blocked on ``conn``'s socket, then close it."""
+        try:
+            socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+        with self._send_lock:
+            try:
+                conn.sock.close()
+            except OSError:
+                pass
+
+    # --- writing ------------------------------------------------------------------------
+
+    def _run_flusher(self) -> None:
+        kick = self._kick
+        while True:
+            kick.wait()
+            kick.clear()
+            if self._state is _CLOSED or self._state is _FORKED:
+                return
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Write the whole buffer to the socket, from whichever thread calls."""
+        with self._send_lock:
+            with self._wlock:
+                # Reset before taking: a publish that sees False after this point kicks
+                # again, one that saw True before it is in this batch.
+                self._kicked = False
+                out = self._out
+                conn = self._conn
+                if not out or self._state is not _CONNECTED or conn is None:
+                    return
+                out.append(None)
+                frames = list(iter(out.popleft, None))
+                self._written_frames += len(frames)
+                self._pings_in_buf = 0
+            try:
+                conn.sock.sendall(b"".join(frames))
+            except OSError:
+                # The reader will see the dead socket too and reconnect; wake it now.
+                try:
+                    socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _enqueue(self, frame: bytes) -> None:
+        """Queue a control frame (SUB, UNSUB, PONG) if there is a connection to send it on."""
+        with self._wlock:
+            if self._state is _CONNECTED:
+                self._out.append(frame)
+                self._out_frames += 1
+                if not self._kicked:
+                    self._kicked = True
+                    self._kick.set()
+
+    # --- publishing ---------------------------------------------------------------------
+
+    def publish(
+        self,
+        subject: str,
+        data: bytes = b"",
+        reply: Optional[str] = None,
+        headers: Optional[HeadersLike] = None,
+    ) -> None:
+        """Publish ``data`` to ``subject``. Returns once queued; ``flush()`` confirms."""
+        if reply is None and headers is None:
+            prefix = self._pub_cache.get(subject) if subject.__class__ is str else None
+            if prefix is None:
+                prefix = self._cache_prefix(subject)
+            if data.__class__ is not bytes:
+                data = _as_bytes(data)
+            n = len(data)
+            if n > self._max_payload:
+                raise errors.MaxPayloadError(
+                    f"payload of {n} bytes exceeds the server's max_payload of {self._max_payload}"
+                )
+            frame = b"".join((prefix, _SIZE_LINES.get(n) or _size_line(n), data, _CRLF))
+        else:
+            frame, n = self._build_pub(subject, data, reply, headers)
+        if not self._pub_fast:
+            self._enqueue_pub_slow(frame, n)
+            return
+        # No lock: deque.append is atomic, and the counters are only statistics (an
+        # interleaved += can at worst miss a count, never a message).
+        out = self._out
+        out.append(frame)
+        self._out_frames += 1
+        self._out_msgs += 1
+        self._out_bytes += n
+        if not self._kicked:
+            self._kicked = True
+            self._kick.set()
+        if len(out) > _HIGH_WATER:
+            self._write_pending()
+
+    def _cache_prefix(self, subject: Any) -> bytes:
+        prefix = proto.pub_prefix(subject)
+        if len(self._pub_cache) >= 4096:
+            self._pub_cache.clear()
+        self._pub_cache[subject] = prefix
+        return prefix
+
+    def _build_pub(
+        self, subject: str, data: Any, reply: Optional[str], headers: Optional[HeadersLike]
+    ) -> Tuple[bytes, int]:
+        data = _as_bytes(data)
+        if reply is not None and not isinstance(reply, str):
+            raise errors.BadSubjectError(f"reply subject must be a str, got {type(reply).__name__}")
+        if headers is None:
+            prefix = proto.pub_prefix(subject, reply)
+            size = len(data)
+            self._check_payload(size)
+            return proto.PUB_TEMPLATE % (prefix, size, data), size
+        block = encode_headers(headers)
+        size = len(block) + len(data)
+        self._check_payload(size)
+        return proto.HPUB_TEMPLATE % (
+            proto.hpub_prefix(subject, reply),
+            len(block),
+            size,
+            block,
+            data,
+        ), size
+
+    def _check_payload(self, size: int) -> None:
+        if size > self._max_payload:
+            raise errors.MaxPayloadError(
+                f"message of {size} bytes (headers included) exceeds the server's "
+                f"max_payload of {self._max_payload}"
+            )
+
+    def _enqueue_pub_slow(self, frame: bytes, n: int) -> None:
+        self._check_usable_in_process()
+        with self._wlock:
+            state = self._state
+            if state is _CLOSED or self._closing:
+                raise errors.ConnectionClosedError("cannot publish: the client is closed")
+            if self._draining_pubs:
+                raise errors.ConnectionClosedError("cannot publish: the client is draining")
+            if state is _NEW:
+                raise errors.ConnectionClosedError("cannot publish: the client is not connected")
+            if state is _RECONNECTING:
+                if self._rbuf_bytes + len(frame) > self._reconnect_buf_size:
+                    raise errors.OutboundBufferLimitError(
+                        f"disconnected, and the reconnect buffer ({self._reconnect_buf_size} "
+                        "bytes) is full: this message was not published"
+                    )
+                self._rbuf_bytes += len(frame)
+            self._out.append(frame)
+            self._out_frames += 1
+            self._out_msgs += 1
+            self._out_bytes += n
+            if state is _CONNECTED and not self._kicked:
+                self._kicked = True
+                self._kick.set()
+
+    # --- subscribing --------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: Optional[str] = None,
+        cb: Optional[Callable[[Msg], None]] = None,
+        max_msgs: Optional[int] = None,
+        pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
+        pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
+    ) -> Subscription:
+        """Subscribe to ``subject``; read with ``next_msg``, iteration, or ``cb``."""
+        proto.check_subscribe_subject(subject)
+        if queue is not None:
+            proto.check_queue(queue)
+        _check_callable(cb, "cb")
+        _check_positive_int(max_msgs, "max_msgs", allow_none=True)
+        _check_positive_int(pending_msgs_limit, "pending_msgs_limit")
+        _check_positive_int(pending_bytes_limit, "pending_bytes_limit")
+        return self._subscribe(
+            subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit
+        )
+
+    def _subscribe(
+        self,
+        subject: str,
+        queue: Optional[str],
+        cb: Optional[Callable[[Msg], None]],
+        max_msgs: Optional[int],
+        pending_msgs_limit: int,
+        pending_bytes_limit: int,
+        hook: Optional[MessageHook] = None,
+    ) -> Subscription:
+        """Subscribe without argument checks; ``hook`` is the internal reader-side filter."""
+        self._check_open("subscribe")
+        sid = next(self._sids)
+        sub = Subscription(
+            self, sid, subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit, hook
+        )
+        frame = proto.encode_sub(subject, sid, queue)
+        if max_msgs:
+            frame += proto.encode_unsub(sid, max_msgs)
+        with self._wlock:
+            self._subs[sid] = sub
+        self._enqueue(frame)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        with self._wlock:
+            known = self._subs.pop(sub.sid, None) is not None
+        if known:
+            self._enqueue(proto.encode_unsub(sub.sid))
+        sub._end(
+            errors.BadSubscriptionError(
+                f"subscription {sub.sid} on {sub.subject!r} is unsubscribed"
+            )
+        )
+
+    def _auto_unsubscribe(self, sub: Subscription, limit: int) -> None:
+        self._enqueue(proto.encode_unsub(sub.sid, limit))
+
+    def _forget_sub(self, sub: Subscription) -> None:
+        self._subs.pop(sub.sid, None)
+
+    def _drain_sub(self, sub: Subscription, deadline: Deadline) -> None:
+        """UNSUB, then a round trip so every message sent before it has arrived."""
+        self._enqueue(proto.encode_unsub(sub.sid))
+        try:
+            if self._state is _CONNECTED:
+                self.flush(deadline.remaining())
+        finally:
+            self._forget_sub(sub)
+            sub._end(
+                errors.BadSubscriptionError(f"subscription {sub.sid} on {sub.subject!r} is drained")
+            )
+
+    # --- request / reply ----------------------------------------------------------------
+
+    def new_inbox(self) -> str:
+        """A unique subject under this client's inbox prefix."""
+        return f"{self._inbox_prefix}.{self._nuid.next()}"
+
+    def _ensure_resp_sub(self) -> None:
+        if self._resp_sub is not None:
+            return
+        with self._resp_lock:
+            if self._resp_sub is None:
+                prefix = f"{self._inbox_prefix}.{self._nuid.next()}."
+                self._resp_prefix = prefix
+                self._resp_sub = self._subscribe(
+                    prefix + "*",
+                    None,
+                    None,
+                    None,
+                    DEFAULT_PENDING_MSGS,
+                    DEFAULT_PENDING_BYTES,
+                    hook=self._on_response,
+                )
+
+    def _on_response(self, msg: Msg) -> bool:
+        waiter = self._resp_map.pop(msg.subject[len(self._resp_prefix) :], None)
+        if waiter is not None:
+            waiter.wake(msg)
+        return True  # replies nobody waits for any more (timed out) are expected: drop
+
+    def _fail_requests(self, error: errors.NATSError) -> None:
+        while self._resp_map:
+            try:
+                _, waiter = self._resp_map.popitem()
+            except KeyError:
+                break
+            waiter.wake(error=error)
+
+    def request(
+        self,
+        subject: str,
+        data: bytes = b"",
+        timeout: float = 1.0,
+        headers: Optional[HeadersLike] = None,
+    ) -> Msg:
+        """Publish a request and wait for the first reply.
+
+        Raises :class:`NoRespondersError` when nobody is subscribed (status 503) and
+        :class:`~jetstream_sync.TimeoutError` when no reply came in time.
+        """
+        t = check_timeout(timeout, "request timeout")
+        self._check_open("request")
+        self._ensure_resp_sub()
+        token = str(next(self._req_ids))
+        waiter = _Waiter()
+        self._resp_map[token] = waiter
+        try:
+            self.publish(subject, data, reply=self._resp_prefix + token, headers=headers)
+            self._write_pending()  # don't wait for the flusher: a thread hop costs latency
+            if not waiter.lock.acquire(timeout=t):
+                raise errors.TimeoutError(f"request on {subject!r}: no reply within {t} s")
+        finally:
+            self._resp_map.pop(token, None)
+        if waiter.error is not None:
+            raise waiter.error
+        msg = waiter.msg
+        assert msg is not None
+        if msg._hdr is not None and msg.status == 503:
+            raise errors.NoRespondersError(f"no responders are listening on {subject!r}")
+        return msg
+
+    # --- flush, ping, drain, close --------------------------------------------------------
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Send everything buffered and wait for the server to confirm it (PING/PONG)."""
+        t = check_timeout(timeout, "flush timeout")
+        deadline = Deadline(t, "flush")
+        self._check_open("flush")
+        if not self._connected.is_set() and not self._connected.wait(deadline.remaining()):
+            raise errors.TimeoutError(f"flush: not reconnected within {timeout} s")
+        waiter = _Waiter()
+        with self._wlock:
+            if self._state is not _CONNECTED:
+                raise (
+                    errors.ConnectionClosedError("flush: the client is closed")
+                    if self._closing or self._state is _CLOSED
+                    else errors.ConnectionLostError("flush: the connection was lost")
+                )
+            self._out.append(proto.PING_FRAME)
+            self._out_frames += 1
+            self._pings.append((waiter, self._out_frames))
+            self._pings_in_buf += 1
+        self._write_pending()
+        if not waiter.lock.acquire(timeout=deadline.remaining()):
+            raise errors.TimeoutError(f"flush: no PONG from the server within {timeout} s")
+        if waiter.error is not None:
+            raise waiter.error
+
+    def _ping_tick(self) -> None:
+        conn = self._conn
+        if self._state is _CONNECTED and conn is not None:
+            if self._outstanding_pings >= (self._max_outstanding_pings or 2):
+                self._report(
+                    errors.StaleConnectionError(
+                        f"server {conn.server.url} did not answer {self._outstanding_pings} pings "
+                        f"(ping_interval {self._ping_interval} s): connection is stale"
+                    )
+                )
+                self._outstanding_pings = 0
+                try:
+                    socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            else:
+                self._outstanding_pings += 1
+                with self._wlock:
+                    if self._state is _CONNECTED:
+                        self._out.append(proto.PING_FRAME)
+                        self._out_frames += 1
+                        self._pings.append((None, self._out_frames))
+                        self._pings_in_buf += 1
+                        if not self._kicked:
+                            self._kicked = True
+                            self._kick.set()
+        if self._timers is not None and not self._closing:
+            self._ping_timer = self._timers.call_later(self._ping_interval, self._ping_tick)
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Unsubscribe everything, let callbacks finish, flush publishes, then close."""
+        deadline = Deadline(check_timeout(timeout, "drain timeout"), "drain")
+        self._check_open("drain")
+        subs = [s for s in list(self._subs.values()) if s is not self._resp_sub]
+        try:
+            for sub in subs:
+                self._enqueue(proto.encode_unsub(sub.sid))
+            if self._state is _CONNECTED:
+                self.flush(deadline.remaining())
+            for sub in subs:
+                self._forget_sub(sub)
+                sub._end(
+                    errors.BadSubscriptionError(
+                        f"subscription {sub.sid} on {sub.subject!r} is drained"
+                    )
+                )
+            for sub in subs:
+                sub._wait_done(deadline.remaining())
+            with self._wlock:
+                self._draining_pubs = True
+                self._pub_fast = False
+            if self._state is _CONNECTED:
+                self.flush(deadline.remaining())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Send what is buffered (best effort), close the socket, end every subscription.
+
+        Idempotent. Messages still queued in subscriptions stay readable.
+        """
+        if self._state is _FORKED:
+            self._closing = True
+            return
+        if self._state is _NEW:
+            self._state = _CLOSED
+            return
+        if self._closing:
+            if threading.current_thread() not in self._threads:
+                self._closed_event.wait(10.0)
+            return
+        conn = self._conn
+        if self._state is _CONNECTED and conn is not None:
+            try:
+                conn.sock.settimeout(2.0)
+                self._write_pending()
+            except OSError:
+                pass
+        self._shutdown(None)
+
+    def _shutdown(self, reason: Optional[errors.NATSError]) -> None:
+        """Final teardown, from close() or from the network thread giving up."""
+        with self._wlock:
+            if self._closing:
+                return
+            self._closing = True
+            self._state = _CLOSED
+            self._pub_fast = False
+            lost = sum(1 for f in self._out if f is not None and f.startswith((b"PUB ", b"HPUB ")))
+            self._out.clear()
+            waiters = [w for w, _ in self._pings]
+            self._pings.clear()
+        self._stop.set()
+        self._connected.set()  # wake flush() calls waiting for a reconnect: they see CLOSED
+        conn = self._conn
+        if conn is not None:
+            self._kill_socket(conn)
+        if reason is not None:
+            self._last_error = reason
+            self._report(reason)
+        if lost:
+            self._report(
+                errors.MessagesLostError(
+                    f"closed with {lost} unsent publish(es) in the buffer: they were not sent",
+                    count=lost,
+                )
+            )
+        closed = reason or errors.ConnectionClosedError("the client is closed")
+        for waiter in waiters:
+            if waiter is not None:
+                waiter.wake(error=closed)
+        self._fail_requests(closed)
+        for sub in list(self._subs.values()):
+            sub._end(
+                closed
+                if isinstance(closed, errors.ConnectionClosedError)
+                else errors.ConnectionClosedError(f"the client closed: {closed}")
+            )
+        self._subs.clear()
+        if self._timers is not None:
+            self._timers.stop()
+        self._kick.set()
+        self._callback(self._closed_cb)
+        self._cb_queue.put(None)
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me and t.is_alive():
+                t.join(5.0)
+        self._closed_event.set()
+
+    # --- callbacks and errors -----------------------------------------------------------
+
+    def _run_callbacks(self) -> None:
+        while True:
+            item = self._cb_queue.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("jetstream_sync: a connection callback raised")
+
+    def _callback(self, fn: Optional[Callable[..., None]], *args: Any) -> None:
+        if fn is not None:
+            self._cb_queue.put((fn, args))
+
+    def _report(self, err: errors.NATSError) -> None:
+        """Hand ``err`` to error_cb on the callback thread (or log it when there is none)."""
+        if self._error_cb is not None and self._state is not _NEW:
+            self._cb_queue.put((self._error_cb, (err,)))
+        else:
+            log.warning("jetstream_sync: %s: %s", type(err).__name__, err)
+
+    def _on_internal_error(self, exc: BaseException) -> None:
+        log.error("jetstream_sync: internal error in a timer: %r", exc, exc_info=exc)
+
+    # --- checks ---------------------------------------------------------------------------
+
+    def _check_usable_in_process(self) -> None:
+        if self._state is _FORKED:
+            raise errors.ClientForkedError(
+                f"this client was created in process {self._pid} and cannot be used after "
+                f"fork in process {os.getpid()}: connect a new client in the child"
+            )
+
+    def _check_open(self, what: str) -> None:
+        self._check_usable_in_process()
+        if self._state is _CLOSED or self._closing:
+            raise errors.ConnectionClosedError(f"cannot {what}: the client is closed")
+        if self._state is _NEW:
+            raise errors.ConnectionClosedError(f"cannot {what}: the client is not connected")
+
+    @staticmethod
+    def _check_timeout(value: Any, what: str, allow_none: bool = False) -> Optional[float]:
+        return check_timeout(value, what, allow_none=allow_none)
+
+    @staticmethod
+    def _deadline(timeout: Any, what: str) -> Deadline:
+        return Deadline(check_timeout(timeout, what), what)
+
+    def _mark_forked(self) -> None:
+        """In a forked child: disown the parent's socket without touching it or any lock."""
+        self._state = _FORKED
+        self._pub_fast = False
+        conn = self._conn
+        if conn is not None:
+            try:
+                os.close(conn.sock.detach())  # closes only the child's copy of the fd
+            except OSError:
+                pass
+
+    # --- properties -----------------------------------------------------------------------
+
+    @property
+    def is_connected(self) -> bool:
+        return self._state is _CONNECTED
+
+    @property
+    def is_reconnecting(self) -> bool:
+        return self._state is _RECONNECTING
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state is _CLOSED or self._closing
+
+    @property
+    def connected_url(self) -> Optional[str]:
+        conn = self._conn
+        return conn.server.url if conn is not None and self._state is _CONNECTED else None
+
+    @property
+    def servers(self) -> List[str]:
+        """The server pool, discovered servers included (no credentials)."""
+        return [s.url for s in self._pool]
+
+    @property
+    def server_info(self) -> Dict[str, Any]:
+        return dict(getattr(self, "_server_info", {}))
+
+    @property
+    def max_payload(self) -> int:
+        return self._max_payload
+
+    @property
+    def stats(self) -> Dict[str, int]:
+        """in_msgs, out_msgs, in_bytes, out_bytes (payloads), reconnects, errors_received."""
+        return {
+            "in_msgs": self._in_msgs,
+            "out_msgs": self._out_msgs,
+            "in_bytes": self._in_bytes,
+            "out_bytes": self._out_bytes,
+            "reconnects": self._reconnects,
+            "errors_received": self._errors_received,
+        }
+
+    @property
+    def last_error(self) -> Optional[errors.NATSError]:
+        return self._last_error
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        url = self.connected_url or "-"
+        return f"<jetstream_sync.Client {self._state} {url}>"
+
+
+def connect(servers: Union[str, Sequence[str]] = DEFAULT_URL, **options: Any) -> Client:
+    """Connect to NATS and return a :class:`Client`.
+
+    ``servers`` is a URL (``nats://user:pass@host:4222``, ``tls://host``), a comma-separated
+    list of them, or a list. Options: name, error_cb, disconnected_cb, reconnected_cb,
+    closed_cb, user, password, token, tls (an ``ssl.SSLContext``), tls_hostname,
+    connect_timeout, allow_reconnect, max_reconnect_attempts (-1: no limit),
+    reconnect_time_wait, reconnect_jitter, reconnect_buf_size, ping_interval,
+    max_outstanding_pings, no_randomize, echo, inbox_prefix, verbose, pedantic.
+    """
+    return Client().connect(servers, **options)

@@ -1,0 +1,227 @@
+"""Msg: one message as a user sees it, plus the header codec's public face (Headers).
+
+Msg is the hottest object in the package: one is made per received message and may sit
+in a subscription queue by the hundred thousand. It therefore has ``__slots__``, keeps the
+payload as ``bytes`` and the header block raw until somebody asks for ``headers``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .errors import InvalidArgumentError, ProtocolError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+__all__ = ["HeaderValue", "Headers", "HeadersLike", "Msg"]
+
+HeaderValue = Union[str, Sequence[str]]
+
+
+class Headers(Mapping[str, str]):
+    """Message headers: multi-valued, order and case preserved.
+
+    ``headers["Key"]`` gives the first value (exact key first, then a case-insensitive
+    match); ``get_all("Key")`` gives every value.
+    """
+
+    __slots__ = ("_map",)
+
+    def __init__(
+        self, items: Union[Mapping[str, HeaderValue], Sequence[Tuple[str, str]], None] = None
+    ):
+        self._map: Dict[str, List[str]] = {}
+        if items is None:
+            return
+        pairs = items.items() if isinstance(items, Mapping) else items
+        for key, value in pairs:
+            if isinstance(items, Headers):
+                self._map.setdefault(key, []).extend(items.get_all(key))
+            elif isinstance(value, str):
+                self._map.setdefault(key, []).append(value)
+            else:
+                self._map.setdefault(key, []).extend(value)
+
+    def add(self, key: str, value: str) -> None:
+        self._map.setdefault(key, []).append(value)
+
+    def _find(self, key: str) -> Optional[List[str]]:
+        values = self._map.get(key)
+        if values is None:
+            folded = key.lower()
+            for k, v in self._map.items():
+                if k.lower() == folded:
+                    return v
+        return values
+
+    def __getitem__(self, key: str) -> str:
+        values = self._find(key)
+        if not values:
+            raise KeyError(key)
+        return values[0]
+
+    def get_all(self, key: str) -> List[str]:
+        return list(self._find(key) or ())
+
+    def multi_items(self) -> Iterator[Tuple[str, str]]:
+        for key, values in self._map.items():
+            for value in values:
+                yield key, value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return self._map == other._map
+        if isinstance(other, Mapping):
+            return dict(self.items()) == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Headers({list(self.multi_items())!r})"
+
+
+HeadersLike = Union[Headers, Mapping[str, HeaderValue]]
+
+_HDR_PREFIX = b"NATS/1.0"
+
+
+def parse_header_block(raw: bytes) -> Tuple[Optional[int], str, Headers]:
+    """Parse a header block (``NATS/1.0 [code [description]]\\r\\nK: V\\r\\n...\\r\\n``)."""
+    if not raw.startswith(_HDR_PREFIX):
+        raise ProtocolError(f"header block does not start with NATS/1.0: {raw[:32]!r}")
+    text = raw.decode("utf-8", "surrogateescape")
+    lines = text.split("\r\n")
+    status_line = lines[0][len("NATS/1.0") :].strip()
+    status: Optional[int] = None
+    description = ""
+    if status_line:
+        code, _, description = status_line.partition(" ")
+        if len(code) != 3 or not code.isdigit():
+            raise ProtocolError(f"bad status in header block: {lines[0]!r}")
+        status = int(code)
+        description = description.strip()
+    headers = Headers()
+    for line in lines[1:]:
+        if not line:
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or not key or key != key.strip():
+            raise ProtocolError(f"malformed header line: {line[:64]!r}")
+        headers.add(key, value.strip())
+    return status, description, headers
+
+
+def encode_headers(headers: HeadersLike, status: str = "") -> bytes:
+    """Encode headers as a NATS header block. Keys and values are checked here."""
+    parts = ["NATS/1.0"]
+    if status:
+        parts[0] += " " + status
+    items = headers.multi_items() if isinstance(headers, Headers) else _flatten(headers)
+    for key, value in items:
+        if not isinstance(key, str) or not key:
+            raise InvalidArgumentError(f"header key must be a non-empty str, got {key!r}")
+        if not isinstance(value, str):
+            raise InvalidArgumentError(
+                f"header {key!r} value must be str, got {type(value).__name__}"
+            )
+        if any(c in key for c in ": \t\r\n"):
+            raise InvalidArgumentError(f"header key {key!r} has ':' or whitespace")
+        if "\r" in value or "\n" in value:
+            raise InvalidArgumentError(f"header {key!r} value has CR or LF")
+        parts.append(f"{key}: {value}")
+    return ("\r\n".join(parts) + "\r\n\r\n").encode("utf-8", "surrogateescape")
+
+
+def _flatten(headers: Mapping[str, HeaderValue]) -> Iterator[Tuple[str, str]]:
+    if not isinstance(headers, Mapping):
+        raise InvalidArgumentError(f"headers must be a mapping, got {type(headers).__name__}")
+    for key, value in headers.items():
+        if isinstance(value, str):
+            yield key, value
+        else:
+            for v in value:
+                yield key, v
+
+
+class Msg:
+    """A received message.
+
+    ``subject`` and ``reply`` are ``str`` (``reply`` is ``""`` when there is none), ``data``
+    is ``bytes``. ``headers`` is parsed on first access. ``status`` and ``description`` come
+    from the header block's status line (``NATS/1.0 503``), ``None``/``""`` when absent.
+    """
+
+    __slots__ = ("_client", "_hdr", "_headers", "data", "reply", "sid", "subject")
+
+    def __init__(
+        self,
+        subject: str,
+        reply: str,
+        data: bytes,
+        sid: int = 0,
+        hdr: Optional[bytes] = None,
+        client: Optional[Client] = None,
+    ) -> None:
+        self.subject = subject
+        self.reply = reply
+        self.data = data
+        self.sid = sid
+        self._hdr = hdr
+        self._headers: Optional[Tuple[Optional[int], str, Headers]] = None
+        self._client = client
+
+    def _parsed(self) -> Tuple[Optional[int], str, Headers]:
+        parsed = self._headers
+        if parsed is None:
+            hdr = self._hdr
+            parsed = (None, "", Headers()) if hdr is None else parse_header_block(hdr)
+            self._headers = parsed
+        return parsed
+
+    @property
+    def headers(self) -> Headers:
+        return self._parsed()[2]
+
+    @property
+    def status(self) -> Optional[int]:
+        """The status code of the header block's first line, or None.
+
+        Read from the raw bytes without parsing the rest: the reader asks this often.
+        """
+        hdr = self._hdr
+        if hdr is None or len(hdr) < 12 or hdr[8:9] != b" ":
+            return None
+        code = hdr[9:12]
+        return int(code) if code.isdigit() else None
+
+    @property
+    def description(self) -> str:
+        return self._parsed()[1]
+
+    @property
+    def header_bytes(self) -> Optional[bytes]:
+        """The raw header block as received, or None."""
+        return self._hdr
+
+    def respond(self, data: bytes = b"", headers: Optional[HeadersLike] = None) -> None:
+        """Publish ``data`` to this message's reply subject."""
+        if not self.reply:
+            raise InvalidArgumentError(f"message on {self.subject!r} has no reply subject")
+        if self._client is None:
+            raise InvalidArgumentError("message is not bound to a client")
+        self._client.publish(self.reply, data, headers=headers)
+
+    def __repr__(self) -> str:
+        data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."
+        extra = f" reply={self.reply!r}" if self.reply else ""
+        if self._hdr is not None:
+            extra += f" headers={len(self._hdr)}B"
+        return f"<Msg subject={self.subject!r}{extra} data={data!r}>"

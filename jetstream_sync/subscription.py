@@ -1,0 +1,268 @@
+"""Subscription: a bounded queue of messages, read by next_msg, iteration or a callback.
+
+The reader thread calls :meth:`Subscription._deliver` for every message of this sid; that
+is the only place a message enters the queue, so a message crosses exactly one queue
+between the socket and the user. The queue is a ``queue.SimpleQueue`` (its blocking
+``get(timeout)`` is C code); the limits are enforced by the reader, which drops and reports
+rather than blocks.
+
+End of a subscription is a sentinel in the queue: whoever takes it puts it back, so every
+waiter (and every later call) sees the end, after every message that came before it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
+
+from . import errors
+from .msg import Msg
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+__all__ = ["MessageHook", "Subscription"]
+
+MessageHook = Callable[[Msg], bool]
+"""An internal per-subscription filter run on the reader thread; True means 'consumed'."""
+
+
+class _End:
+    __slots__ = ()
+
+
+_END = _End()
+
+
+class Subscription:
+    """A subscription. Made by :meth:`Client.subscribe`, never directly."""
+
+    def __init__(
+        self,
+        client: Client,
+        sid: int,
+        subject: str,
+        queue_name: Optional[str],
+        cb: Optional[Callable[[Msg], None]],
+        max_msgs: Optional[int],
+        pending_msgs_limit: int,
+        pending_bytes_limit: int,
+        hook: Optional[MessageHook] = None,
+    ) -> None:
+        self._client = client
+        self.sid = sid
+        self.subject = subject
+        self.queue = queue_name or ""
+        self._cb = cb
+        self._max_msgs = max_msgs or 0
+        self.pending_msgs_limit = pending_msgs_limit
+        self.pending_bytes_limit = pending_bytes_limit
+        self._hook = hook
+        self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
+        # Written by the reader only / by consumers only, so neither needs a lock.
+        self._in_bytes = 0
+        self._out_bytes = 0
+        self.delivered = 0
+        self.dropped = 0
+        self._slow = False
+        self._end_error: Optional[errors.NATSError] = None
+        self._done = threading.Event()  # set when the last message has been handed out
+        self._dispatcher: Optional[threading.Thread] = None
+        if cb is not None:
+            self._dispatcher = threading.Thread(
+                target=self._dispatch, name=f"nats-sub-{sid}", daemon=True
+            )
+            self._dispatcher.start()
+
+    # --- reader side (never user code, never blocks) ----------------------------------
+
+    def _deliver(self, msg: Msg) -> None:
+        hook = self._hook
+        if hook is not None and hook(msg):
+            return
+        if self._end_error is not None:
+            return  # late message after the subscription ended locally
+        self.delivered += 1
+        size = len(msg.data)
+        q = self._q
+        if (
+            q.qsize() >= self.pending_msgs_limit
+            or self._in_bytes - self._out_bytes + size > self.pending_bytes_limit
+        ):
+            self._drop(msg)
+        else:
+            self._in_bytes += size
+            q.put(msg)
+            self._slow = False
+        if self._max_msgs and self.delivered >= self._max_msgs:
+            self._client._forget_sub(self)
+            self._end(
+                errors.BadSubscriptionError(
+                    f"subscription {self.sid} on {self.subject!r} reached max_msgs={self._max_msgs}"
+                )
+            )
+
+    def _drop(self, msg: Msg) -> None:
+        self.dropped += 1
+        if not self._slow:
+            # One report per episode of slowness keeps error_cb from being flooded; the
+            # running total is on the error and on ``sub.dropped``.
+            self._slow = True
+            self._client._report(
+                errors.SlowConsumerError(
+                    f"slow consumer on subject {self.subject!r} (sid {self.sid}): pending limit "
+                    f"{self.pending_msgs_limit} msgs / {self.pending_bytes_limit} bytes reached, "
+                    f"message dropped ({self.dropped} dropped so far)",
+                    sid=self.sid,
+                    subject=self.subject,
+                    dropped=self.dropped,
+                )
+            )
+
+    def _end(self, error: errors.NATSError) -> None:
+        """No more messages will be queued; readers see ``error`` after the queued ones."""
+        if self._end_error is None:
+            self._end_error = error
+            self._q.put(_END)
+            if self._q.qsize() <= 1:
+                self._done.set()
+
+    # --- consumer side ----------------------------------------------------------------
+
+    def _take(self, timeout: Optional[float]) -> Msg:
+        item = self._q.get(timeout=timeout) if timeout != 0 else self._q.get_nowait()
+        if item is _END:
+            self._q.put(_END)
+            self._done.set()
+            assert self._end_error is not None
+            raise self._end_error
+        assert isinstance(item, Msg)
+        self._out_bytes += len(item.data)
+        if self._end_error is not None and self._q.qsize() <= 1:
+            self._done.set()
+        return item
+
+    def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
+        """The next message; waits up to ``timeout`` seconds (None: until one arrives).
+
+        Raises :class:`~jetstream_sync.TimeoutError` when none came in time, and
+        :class:`BadSubscriptionError` (or the connection's error) once the subscription has
+        ended and every queued message has been taken.
+        """
+        t = self._client._check_timeout(timeout, "next_msg timeout", allow_none=True)
+        self._client._check_usable_in_process()
+        if self._cb is not None:
+            raise errors.BadSubscriptionError(
+                f"subscription on {self.subject!r} has a callback; next_msg is not available"
+            )
+        try:
+            return self._take(t)
+        except queue.Empty:
+            raise errors.TimeoutError(
+                f"next_msg: no message on {self.subject!r} within {timeout} s"
+            ) from None
+
+    def __iter__(self) -> Iterator[Msg]:
+        """Yields messages as they arrive; ends when the subscription ends."""
+        if self._cb is not None:
+            raise errors.BadSubscriptionError("subscription has a callback; it is not iterable")
+        while True:
+            self._client._check_usable_in_process()
+            try:
+                yield self._take(None)
+            except (errors.BadSubscriptionError, errors.ConnectionClosedError):
+                return
+
+    def _dispatch(self) -> None:
+        cb = self._cb
+        assert cb is not None
+        while True:
+            try:
+                msg = self._take(None)
+            except errors.NATSError:
+                return
+            try:
+                cb(msg)
+            except BaseException as exc:  # the user's exception must not end the loop
+                err = errors.CallbackError(
+                    f"callback of subscription on {self.subject!r} raised "
+                    f"{type(exc).__name__}: {exc}"
+                )
+                err.__cause__ = exc
+                self._client._report(err)
+
+    # --- state and control --------------------------------------------------------------
+
+    @property
+    def pending_msgs(self) -> int:
+        """Messages queued and not yet taken."""
+        n = self._q.qsize()
+        return n - 1 if self._end_error is not None and n else n
+
+    @property
+    def pending_bytes(self) -> int:
+        return max(0, self._in_bytes - self._out_bytes)
+
+    @property
+    def is_valid(self) -> bool:
+        """True while the subscription can still receive new messages."""
+        return self._end_error is None
+
+    @property
+    def max_msgs(self) -> int:
+        return self._max_msgs
+
+    def unsubscribe(self, limit: Optional[int] = None) -> None:
+        """Stop receiving. With ``limit``, stop after that many messages in total.
+
+        Messages already queued are still handed out (to next_msg, iteration or the
+        callback); after them the subscription reports its end.
+        """
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+                raise errors.InvalidArgumentError(
+                    f"unsubscribe limit must be an int > 0, got {limit!r}"
+                )
+            if self._end_error is not None:
+                raise errors.BadSubscriptionError(f"subscription on {self.subject!r} has ended")
+            self._max_msgs = limit
+            if self.delivered >= limit:
+                self._client._unsubscribe(self)
+            else:
+                self._client._auto_unsubscribe(self, limit)
+            return
+        self._client._check_usable_in_process()
+        if self._end_error is not None:
+            raise errors.BadSubscriptionError(f"subscription on {self.subject!r} has ended")
+        self._client._unsubscribe(self)
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Unsubscribe, let in-flight messages arrive, then wait until all are processed.
+
+        For a callback subscription this waits for the callback to finish the queued
+        messages; otherwise it waits until they have been taken (or ``timeout``).
+        """
+        deadline = self._client._deadline(timeout, "drain timeout")
+        if self._end_error is None:
+            self._client._drain_sub(self, deadline)
+        self._wait_done(deadline.remaining())
+
+    def _wait_done(self, timeout: float) -> None:
+        if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
+            self._dispatcher.join(timeout)
+            if self._dispatcher.is_alive():
+                raise errors.TimeoutError(
+                    f"drain: callback of {self.subject!r} still busy with "
+                    f"{self.pending_msgs} messages"
+                )
+        elif self._cb is None and not self._done.wait(max(0.0, timeout)):
+            raise errors.TimeoutError(
+                f"drain: {self.pending_msgs} messages on {self.subject!r} not taken in time"
+            )
+
+    def __repr__(self) -> str:
+        q = f" queue={self.queue!r}" if self.queue else ""
+        return (
+            f"<Subscription sid={self.sid} subject={self.subject!r}{q} pending={self.pending_msgs}>"
+        )

