@@ -718,7 +718,8 @@ class Client:
                 "receipt may not have arrived"
                 if unconfirmed
                 else ""
-            )
+            ),
+            unconfirmed=unconfirmed,
         )
         report.__cause__ = err
         self._report(report)

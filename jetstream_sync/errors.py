@@ -96,7 +96,15 @@ class ConnectionClosedError(NATSError):
 
 
 class ConnectionLostError(NATSError):
-    """The connection dropped while a call was waiting on it."""
+    """The connection dropped while a call was waiting on it.
+
+    When reported through ``error_cb`` for a disconnect, ``unconfirmed`` counts the frames
+    written to the dead socket after the server's last PONG: they may not have arrived.
+    """
+
+    def __init__(self, message: str, *, unconfirmed: int = 0):
+        super().__init__(message)
+        self.unconfirmed = unconfirmed
 
 
 class NoServersError(NATSError):

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterator, List
 
 import pytest
@@ -15,7 +16,25 @@ import pytest
 from .client import Client, connect
 from .server import NATSServer
 
-__all__ = ["nats_server", "nc", "server_factory"]
+__all__ = ["nats_server", "nc", "server_factory", "wait_until"]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds.
+
+    The poll interval grows from 1 ms to 50 ms, so a quick condition costs little and a slow
+    one does not spin. Returns the truthy value.
+    """
+    deadline = time.monotonic() + timeout
+    interval = 0.001
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+        interval = min(interval * 2, 0.05)
 
 
 @pytest.fixture(scope="session")
