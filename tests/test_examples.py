@@ -1,0 +1,38 @@
+"""Every example runs to completion and prints what it promises."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+EXPECTED = {
+    "quickstart.py": ["request   -> MAKE ME LOUD", "NoRespondersError", "fired: True"],
+    "worker_pool.py": ["handled 1000 of 1000 jobs"],
+    "reconnect.py": ["received: ['buffered 0', 'buffered 1'", "reconnected to"],
+    "auth.py": ["wrong password: AuthorizationError", "token: connected"],
+}
+
+
+def test_every_example_is_covered() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_runs(name: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for needle in EXPECTED[name]:
+        assert needle in proc.stdout, proc.stdout
