@@ -807,12 +807,17 @@ class Client:
     def _enqueue(self, frame: bytes) -> None:
         """Queue a control frame (SUB, UNSUB, PONG) if there is a connection to send it on."""
         with self._wlock:
-            if self._state is _CONNECTED:
-                self._out.append(frame)
-                self._out_frames += 1
-                if not self._kicked:
-                    self._kicked = True
-                    self._kick.set()
+            self._enqueue_locked(frame)
+
+    def _enqueue_locked(self, frame: bytes) -> None:
+        # While disconnected, SUB/UNSUB are not buffered: the reconnect handshake
+        # re-subscribes from the table, which must change in the same critical section.
+        if self._state is _CONNECTED:
+            self._out.append(frame)
+            self._out_frames += 1
+            if not self._kicked:
+                self._kicked = True
+                self._kick.set()
 
     # --- publishing ---------------------------------------------------------------------
 
@@ -959,14 +964,13 @@ class Client:
             frame += proto.encode_unsub(sid, max_msgs)
         with self._wlock:
             self._subs[sid] = sub
-        self._enqueue(frame)
+            self._enqueue_locked(frame)
         return sub
 
     def _unsubscribe(self, sub: Subscription) -> None:
         with self._wlock:
-            known = self._subs.pop(sub.sid, None) is not None
-        if known:
-            self._enqueue(proto.encode_unsub(sub.sid))
+            if self._subs.pop(sub.sid, None) is not None:
+                self._enqueue_locked(proto.encode_unsub(sub.sid))
         sub._end(
             errors.BadSubscriptionError(
                 f"subscription {sub.sid} on {sub.subject!r} is unsubscribed"
