@@ -13,7 +13,7 @@ hot path formats one bytes object per message.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .errors import BadSubjectError, ProtocolError
 from .msg import Msg
@@ -96,7 +96,7 @@ class Err:
 Event = Union[Msg, Info, Err, _Marker]
 
 _CRLF = b"\r\n"
-_SUBJECT_CACHE_MAX = 4096
+_CACHE_MAX = 4096
 
 
 class Parser:
@@ -121,8 +121,11 @@ class Parser:
         self.max_control_line = max_control_line
         self.max_payload = max_payload
         # Subjects repeat: decoding each once keeps one str per subject instead of one per
-        # message (CPU and, for queued messages, memory).
+        # message (CPU and, for queued messages, memory). Whole reply-less MSG lines repeat
+        # too (same subject, sid and size): those skip parsing entirely.
         self._subjects: Dict[bytes, str] = {}
+        self._lines: Dict[bytes, Tuple[str, int, int]] = {}
+        self._need = 0  # don't re-split before this many bytes are buffered
 
     def receive_data(self, data: bytes) -> None:
         if self._broken is not None:
@@ -164,83 +167,102 @@ class Parser:
         return out
 
     def _parse(self, out: List[Event]) -> None:
+        # One C-level split of the whole buffer does most of the work: a control line is
+        # one piece and a payload is usually the next (rejoined when it contains CRLF).
+        # The last piece is not yet terminated and stays buffered.
         buf = self._buf
-        n = len(buf)
-        pos = 0
-        find = buf.find
+        if len(buf) < self._need:
+            return
+        pieces = buf.split(_CRLF)
+        last = len(pieces) - 1
+        i = 0
+        need = 0
         append = out.append
+        lines = self._lines
         subjects = self._subjects
         owner = self._owner
+        max_line = self.max_control_line
         try:
-            while pos < n:
-                end = find(_CRLF, pos)
-                if end < 0:
-                    if n - pos > self.max_control_line:
-                        raise ProtocolError(
-                            f"control line longer than {self.max_control_line} bytes"
-                        )
-                    break
-                if end - pos > self.max_control_line:
-                    raise ProtocolError(f"control line longer than {self.max_control_line} bytes")
-                op = buf[pos : pos + 4]
-                if op == b"MSG ":
-                    args = buf[pos + 4 : end].split()
+            while i < last:
+                line = pieces[i]
+                hit = lines.get(line)
+                if hit is not None:  # a reply-less MSG line seen before: no parsing at all
+                    subject, sid, size = hit
+                    reply = ""
+                    hsize = -1
+                else:
+                    if len(line) > max_line:
+                        raise ProtocolError(f"control line longer than {max_line} bytes")
+                    args = line.split()
+                    op = args[0] if args else b""
                     nargs = len(args)
-                    if nargs == 3:
-                        reply = ""
-                        size = int(args[2])
-                    elif nargs == 4:
-                        reply = args[2].decode("utf-8", "surrogateescape")
-                        size = int(args[3])
+                    if op == b"MSG":
+                        hsize = -1
+                        if nargs == 4:
+                            reply = ""
+                            size = int(args[3])
+                        elif nargs == 5:
+                            reply = args[3].decode("utf-8", "surrogateescape")
+                            size = int(args[4])
+                        else:
+                            raise ProtocolError(f"bad MSG line: {line[:80]!r}")
+                        if size < 0 or size > self.max_payload:
+                            raise ProtocolError(f"MSG payload size {size} out of range")
+                    elif op == b"HMSG":
+                        if nargs == 5:
+                            reply = ""
+                            hsize, size = int(args[3]), int(args[4])
+                        elif nargs == 6:
+                            reply = args[3].decode("utf-8", "surrogateescape")
+                            hsize, size = int(args[4]), int(args[5])
+                        else:
+                            raise ProtocolError(f"bad HMSG line: {line[:80]!r}")
+                        if not 0 <= hsize <= size or size > self.max_payload + 65536:
+                            raise ProtocolError(f"HMSG sizes {hsize}/{size} out of range")
                     else:
-                        raise ProtocolError(f"bad MSG line: {buf[pos:end][:80]!r}")
-                    if size < 0 or size > self.max_payload:
-                        raise ProtocolError(f"MSG payload size {size} out of range")
-                    start = end + 2
-                    stop = start + size
-                    if stop + 2 > n:
-                        break
-                    if buf[stop : stop + 2] != _CRLF:
-                        raise ProtocolError("MSG payload not followed by CRLF")
-                    sb = args[0]
-                    subject = subjects.get(sb)
+                        self._control(line, append)
+                        i += 1
+                        continue
+                    sid = int(args[2])
+                    sb = args[1]
+                    subject = subjects.get(sb)  # type: ignore[assignment]
                     if subject is None:
                         subject = sb.decode("utf-8", "surrogateescape")
-                        if len(subjects) >= _SUBJECT_CACHE_MAX:
+                        if len(subjects) >= _CACHE_MAX:
                             subjects.clear()
                         subjects[sb] = subject
-                    append(Msg(subject, reply, buf[start:stop], int(args[1]), None, owner))
-                    pos = stop + 2
-                elif op == b"HMSG":
-                    args = buf[pos + 5 : end].split()
-                    nargs = len(args)
-                    if nargs == 4:
-                        reply = ""
-                        hsize, size = int(args[2]), int(args[3])
-                    elif nargs == 5:
-                        reply = args[2].decode("utf-8", "surrogateescape")
-                        hsize, size = int(args[3]), int(args[4])
-                    else:
-                        raise ProtocolError(f"bad HMSG line: {buf[pos:end][:80]!r}")
-                    if not 0 <= hsize <= size or size > self.max_payload + 65536:
-                        raise ProtocolError(f"HMSG sizes {hsize}/{size} out of range")
-                    start = end + 2
-                    stop = start + size
-                    if stop + 2 > n:
-                        break
-                    if buf[stop : stop + 2] != _CRLF:
-                        raise ProtocolError("HMSG payload not followed by CRLF")
-                    hdr = buf[start : start + hsize]
+                    if nargs == 4 and op == b"MSG":
+                        if len(lines) >= _CACHE_MAX:
+                            lines.clear()
+                        lines[line] = (subject, sid, size)
+                # The payload: pieces[i+1], or several pieces when it contains CRLF.
+                j = i + 1
+                have = len(pieces[j]) if j <= last else 0
+                while have < size and j < last:
+                    j += 1
+                    have += 2 + len(pieces[j])
+                if j >= last:  # the payload, or the CRLF after it, has not all arrived
+                    if have > size + 1:
+                        raise ProtocolError("message payload not followed by CRLF")
+                    need = len(line) + size + 4
+                    break
+                if have != size:
+                    raise ProtocolError("message payload not followed by CRLF")
+                payload = pieces[i + 1] if j == i + 1 else _CRLF.join(pieces[i + 1 : j + 1])
+                if hsize < 0:
+                    append(Msg(subject, reply, payload, sid, None, owner))
+                else:
+                    hdr = payload[:hsize]
                     if not hdr.startswith(b"NATS/1.0"):
                         raise ProtocolError(f"HMSG header block without NATS/1.0: {hdr[:32]!r}")
-                    subject = args[0].decode("utf-8", "surrogateescape")
-                    append(Msg(subject, reply, buf[start + hsize : stop], int(args[1]), hdr, owner))
-                    pos = stop + 2
-                else:
-                    self._control(buf[pos:end], append)
-                    pos = end + 2
+                    append(Msg(subject, reply, payload[hsize:], sid, hdr, owner))
+                i = j + 1
+            else:
+                if len(pieces[last]) > max_line:
+                    raise ProtocolError(f"control line longer than {max_line} bytes")
         finally:
-            self._buf = buf[pos:] if pos else buf
+            self._buf = pieces[i] if i >= last else _CRLF.join(pieces[i:])
+            self._need = need
 
     @staticmethod
     def _control(line: bytes, append: Any) -> None:

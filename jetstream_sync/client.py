@@ -53,9 +53,10 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 DEFAULT_PENDING_MSGS = 65536
 DEFAULT_PENDING_BYTES = 64 * 1024 * 1024
 _READ_SIZE = 256 * 1024
-# Above this many buffered frames a publisher writes the buffer itself instead of leaving
-# it to the flusher: back-pressure instead of unbounded memory.
-_HIGH_WATER = 32768
+# Above this many queued frames (~300 KB of small messages) the publishing thread writes the
+# buffer itself instead of waking the flusher: a tight publish loop then never hands the GIL
+# to another thread, and memory stays bounded (back-pressure from the socket).
+_HIGH_WATER = 2048
 _CRLF = b"\r\n"
 # "<size>\r\n" for every payload size seen so far; a PUB frame is prefix + this + payload.
 _SIZE_LINES: Dict[int, bytes] = {}
@@ -261,9 +262,9 @@ class Client:
         self._pings: Deque[Tuple[Optional[_Waiter], int]] = collections.deque()
         self._pings_in_buf = 0
         self._outstanding_pings = 0
-        # Counters. Frames are counted as they enter the buffer (_out_frames) and as they
-        # are written (_written_frames); a PONG confirms every frame before its PING.
-        self._out_frames = 0
+        # Frames are counted as the flusher writes them (_written_frames); a PING's mark is
+        # written + still queued, and its PONG confirms every frame up to that mark. The
+        # publish path counts nothing of its own.
         self._written_frames = 0
         self._confirmed_frames = 0
         self._rbuf_bytes = 0  # bytes buffered while disconnected
@@ -550,8 +551,6 @@ class Client:
                 resubs.append(proto.encode_sub(sub.subject, sub.sid, sub.queue or None))
                 if sub.max_msgs:
                     resubs.append(proto.encode_unsub(sub.sid, max(1, sub.max_msgs - sub.delivered)))
-            self._out_frames += len(resubs)
-            self._written_frames += len(resubs)  # not publishes: keep them out of the tally
             self._out.extendleft(reversed(resubs))
             self._state = _CONNECTED
             self._pub_fast = not self._draining_pubs
@@ -814,7 +813,6 @@ class Client:
         # re-subscribes from the table, which must change in the same critical section.
         if self._state is _CONNECTED:
             self._out.append(frame)
-            self._out_frames += 1
             if not self._kicked:
                 self._kicked = True
                 self._kick.set()
@@ -850,7 +848,6 @@ class Client:
         # interleaved += can at worst miss a count, never a message).
         out = self._out
         out.append(frame)
-        self._out_frames += 1
         self._out_msgs += 1
         self._out_bytes += n
         if not self._kicked:
@@ -913,7 +910,6 @@ class Client:
                     )
                 self._rbuf_bytes += len(frame)
             self._out.append(frame)
-            self._out_frames += 1
             self._out_msgs += 1
             self._out_bytes += n
             if state is _CONNECTED and not self._kicked:
@@ -1083,8 +1079,7 @@ class Client:
                     else errors.ConnectionLostError("flush: the connection was lost")
                 )
             self._out.append(proto.PING_FRAME)
-            self._out_frames += 1
-            self._pings.append((waiter, self._out_frames))
+            self._pings.append((waiter, self._written_frames + len(self._out)))
             self._pings_in_buf += 1
         self._write_pending()
         if not waiter.lock.acquire(timeout=deadline.remaining()):
@@ -1112,8 +1107,7 @@ class Client:
                 with self._wlock:
                     if self._state is _CONNECTED:
                         self._out.append(proto.PING_FRAME)
-                        self._out_frames += 1
-                        self._pings.append((None, self._out_frames))
+                        self._pings.append((None, self._written_frames + len(self._out)))
                         self._pings_in_buf += 1
                         if not self._kicked:
                             self._kicked = True

@@ -132,12 +132,20 @@ def encode_headers(headers: HeadersLike, status: str = "") -> bytes:
             raise InvalidArgumentError(
                 f"header {key!r} value must be str, got {type(value).__name__}"
             )
-        if any(c in key for c in ": \t\r\n"):
-            raise InvalidArgumentError(f"header key {key!r} has ':' or whitespace")
+        if not _is_header_key(key):
+            raise InvalidArgumentError(
+                f"header key {key!r} must be visible ASCII without ':' or whitespace"
+            )
         if "\r" in value or "\n" in value:
             raise InvalidArgumentError(f"header {key!r} value has CR or LF")
         parts.append(f"{key}: {value}")
     return ("\r\n".join(parts) + "\r\n\r\n").encode("utf-8", "surrogateescape")
+
+
+def _is_header_key(key: str) -> bool:
+    # Visible ASCII (33..126) minus ':': what HTTP calls a token, and what every NATS
+    # client can parse back.
+    return key.isascii() and key.isprintable() and " " not in key and ":" not in key
 
 
 def _flatten(headers: Mapping[str, HeaderValue]) -> Iterator[Tuple[str, str]]:
