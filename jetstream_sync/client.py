@@ -58,6 +58,8 @@ _READ_SIZE = 256 * 1024
 # to another thread, and memory stays bounded (back-pressure from the socket).
 _HIGH_WATER = 2048
 _CRLF = b"\r\n"
+# -ERR messages after which the server keeps the connection open.
+_NON_FATAL_ERRS = ("permissions violation", "invalid subject", "invalid publish subject")
 # "<size>\r\n" for every payload size seen so far; a PUB frame is prefix + this + payload.
 _SIZE_LINES: Dict[int, bytes] = {}
 
@@ -675,9 +677,16 @@ class Client:
             err = errors.AuthorizationError(f"server: {message}")
         else:
             err = errors.ServerError(f"server: {message}")
-        # Fatal errors are followed by the server closing the socket; the read loop sees
-        # that and reconnects. Non-fatal ones (permissions) leave the connection usable.
         self._report(err)
+        if not low.startswith(_NON_FATAL_ERRS):
+            # The server closes the connection after any other -ERR; closing our side at
+            # once means the reconnect does not wait on a server that may never do it.
+            conn = self._conn
+            if conn is not None:
+                try:
+                    socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def _on_pong(self) -> None:
         self._outstanding_pings = 0

@@ -203,3 +203,24 @@ def test_server_sending_garbage_is_a_protocol_error(frames: List[bytes], needle:
     finally:
         nc.close()
         fake.close()
+
+
+def test_fatal_server_error_closes_the_connection() -> None:
+    fake = FakeServer([b"-ERR 'Unknown Protocol Operation'\r\n"])  # and keeps the socket open
+    errs: List[Exception] = []
+    lost = threading.Event()
+    nc = nats.connect(
+        f"nats://127.0.0.1:{fake.port}",
+        error_cb=errs.append,
+        disconnected_cb=lost.set,
+        allow_reconnect=False,
+    )
+    try:
+        nc.subscribe("anything")
+        assert lost.wait(10)
+        wait_until(lambda: nc.is_closed, 5, "client closed")
+        server_errs = [e for e in errs if isinstance(e, errors.ServerError)]
+        assert server_errs and "Unknown Protocol Operation" in str(server_errs[0])
+    finally:
+        nc.close()
+        fake.close()
