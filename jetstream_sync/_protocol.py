@@ -114,26 +114,46 @@ class Parser:
         max_control_line: int = MAX_CONTROL_LINE,
         max_payload: int = DEFAULT_MAX_INBOUND,
     ) -> None:
-        self._buf = b""
+        # Received bytes wait as a list of chunks and are joined only when the frame being
+        # awaited can be complete: a large message arriving in many reads is copied once.
+        self._chunks: List[bytes] = []
+        self._buffered = 0
+        self._need = 0
         self._owner = msg_owner
         self._broken: Optional[ProtocolError] = None
         self._pending: List[Event] = []
-        self.max_control_line = max_control_line
-        self.max_payload = max_payload
         # Subjects repeat: decoding each once keeps one str per subject instead of one per
         # message (CPU and, for queued messages, memory). Whole reply-less MSG lines repeat
         # too (same subject, sid and size): those skip parsing entirely.
         self._subjects: Dict[bytes, str] = {}
         self._lines: Dict[bytes, Tuple[str, int, int]] = {}
-        self._need = 0  # don't re-split before this many bytes are buffered
+        self._max_control_line = max_control_line
+        self._max_payload = max_payload
+
+    @property
+    def max_payload(self) -> int:
+        return self._max_payload
+
+    @max_payload.setter
+    def max_payload(self, value: int) -> None:
+        self._max_payload = value
+        self._lines.clear()  # cached lines were checked against the old limit
+
+    @property
+    def max_control_line(self) -> int:
+        return self._max_control_line
+
+    @max_control_line.setter
+    def max_control_line(self, value: int) -> None:
+        self._max_control_line = value
+        self._lines.clear()
 
     def receive_data(self, data: bytes) -> None:
         if self._broken is not None:
             raise self._broken
-        if self._buf:
-            self._buf += data
-        else:
-            self._buf = bytes(data)
+        if data:
+            self._chunks.append(bytes(data))
+            self._buffered += len(data)
 
     def next_event(self) -> Event:
         if not self._pending:
@@ -146,7 +166,7 @@ class Parser:
     @property
     def buffered(self) -> int:
         """Bytes received but not yet turned into events."""
-        return len(self._buf)
+        return self._buffered
 
     def events(self) -> List[Event]:
         if self._broken is not None:
@@ -170,9 +190,10 @@ class Parser:
         # One C-level split of the whole buffer does most of the work: a control line is
         # one piece and a payload is usually the next (rejoined when it contains CRLF).
         # The last piece is not yet terminated and stays buffered.
-        buf = self._buf
-        if len(buf) < self._need:
+        if self._buffered < self._need or not self._chunks:
             return
+        chunks = self._chunks
+        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         pieces = buf.split(_CRLF)
         last = len(pieces) - 1
         i = 0
@@ -181,7 +202,7 @@ class Parser:
         lines = self._lines
         subjects = self._subjects
         owner = self._owner
-        max_line = self.max_control_line
+        max_line = self._max_control_line
         try:
             while i < last:
                 line = pieces[i]
@@ -206,7 +227,7 @@ class Parser:
                             size = int(args[4])
                         else:
                             raise ProtocolError(f"bad MSG line: {line[:80]!r}")
-                        if size < 0 or size > self.max_payload:
+                        if size < 0 or size > self._max_payload:
                             raise ProtocolError(f"MSG payload size {size} out of range")
                     elif op == b"HMSG":
                         if nargs == 5:
@@ -217,7 +238,7 @@ class Parser:
                             hsize, size = int(args[4]), int(args[5])
                         else:
                             raise ProtocolError(f"bad HMSG line: {line[:80]!r}")
-                        if not 0 <= hsize <= size or size > self.max_payload + 65536:
+                        if not 0 <= hsize <= size or size > self._max_payload + 65536:
                             raise ProtocolError(f"HMSG sizes {hsize}/{size} out of range")
                     else:
                         self._control(line, append)
@@ -258,10 +279,13 @@ class Parser:
                     append(Msg(subject, reply, payload[hsize:], sid, hdr, owner))
                 i = j + 1
             else:
-                if len(pieces[last]) > max_line:
+                # +1: a line of the maximum length may have its CR here and its LF unread.
+                if len(pieces[last]) > max_line + 1:
                     raise ProtocolError(f"control line longer than {max_line} bytes")
         finally:
-            self._buf = pieces[i] if i >= last else _CRLF.join(pieces[i:])
+            rest = pieces[i] if i >= last else _CRLF.join(pieces[i:])
+            self._chunks = [rest] if rest else []
+            self._buffered = len(rest)
             self._need = need
 
     @staticmethod

@@ -29,7 +29,10 @@ def check_timeout(
         raise BadTimeoutError(f"{what} must be a number of seconds, got None")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BadTimeoutError(f"{what} must be a number of seconds, got {type(value).__name__}")
-    t = float(value)
+    try:
+        t = float(value)
+    except OverflowError:  # an int too large for a float: as good as forever
+        t = math.inf
     if math.isnan(t) or t < 0:
         raise BadTimeoutError(f"{what} must be >= 0 seconds, got {value!r}")
     if math.isinf(t):

@@ -189,10 +189,13 @@ def map_os_error(exc: BaseException, *, where: str) -> NATSError:
         return exc
     if isinstance(exc, ssl.SSLCertVerificationError):
         err: NATSError = SecureConnectionRequiredError(
-            f"{where}: TLS certificate verification failed: {exc.verify_message}"
+            f"{where}: TLS certificate verification failed: "
+            f"{getattr(exc, 'verify_message', None) or exc}"
         )
     elif isinstance(exc, ssl.SSLError):
-        err = SecureConnectionRequiredError(f"{where}: TLS error: {exc.reason or exc}")
+        err = SecureConnectionRequiredError(
+            f"{where}: TLS error: {getattr(exc, 'reason', None) or exc}"
+        )
     elif isinstance(exc, builtins.TimeoutError):
         err = TimeoutError(f"{where}: timed out")
     elif isinstance(exc, ConnectionRefusedError):

@@ -154,9 +154,12 @@ def _flatten(headers: Mapping[str, HeaderValue]) -> Iterator[Tuple[str, str]]:
     for key, value in headers.items():
         if isinstance(value, str):
             yield key, value
+        elif isinstance(value, (list, tuple)):
+            yield from ((key, v) for v in value)
         else:
-            for v in value:
-                yield key, v
+            raise InvalidArgumentError(
+                f"header {key!r} value must be a str or a list of str, got {type(value).__name__}"
+            )
 
 
 class Msg:
