@@ -34,7 +34,17 @@ import threading
 import time
 import urllib.parse
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Deque,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from . import _protocol as proto
 from . import errors
@@ -1056,8 +1066,7 @@ class Client:
         waiter = _Waiter()
         self._resp_map[token] = waiter
         try:
-            self.publish(subject, data, reply=self._resp_prefix + token, headers=headers)
-            self._write_pending()  # don't wait for the flusher: a thread hop costs latency
+            self._send_request(subject, data, self._resp_prefix + token, headers)
             if not waiter.lock.acquire(timeout=t):
                 raise errors.TimeoutError(f"request on {subject!r}: no reply within {t} s")
         finally:
@@ -1069,6 +1078,47 @@ class Client:
         if msg._hdr is not None and msg.status == 503:
             raise errors.NoRespondersError(f"no responders are listening on {subject!r}")
         return msg
+
+    def _send_now(self, subject: str, data: Any, headers: Optional[HeadersLike] = None) -> None:
+        """Publish and write from this thread at once (a reply: latency over batching)."""
+        if headers is None and subject.__class__ is str:
+            self._send_request(subject, data, "", None)
+        else:
+            frame, n = self._build_pub(subject, data, None, headers)
+            self._send_frame(frame, n)
+
+    def _send_request(
+        self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
+    ) -> None:
+        """Queue a request and write it from this thread at once.
+
+        Waking the flusher would cost a thread hop; and the reply subject is our own inbox,
+        valid by construction, so only ``subject`` goes through the (cached) checks.
+        """
+        if headers is None:
+            prefix = self._pub_cache.get(subject) if subject.__class__ is str else None
+            if prefix is None:
+                prefix = self._cache_prefix(subject)
+            data = _as_bytes(data)
+            n = len(data)
+            self._check_payload(n)
+            size = _SIZE_LINES.get(n) or _size_line(n)
+            if reply:
+                frame = b"".join((prefix, reply.encode(), b" ", size, data, _CRLF))
+            else:
+                frame = b"".join((prefix, size, data, _CRLF))
+        else:
+            frame, n = self._build_pub(subject, data, reply, headers)
+        self._send_frame(frame, n)
+
+    def _send_frame(self, frame: bytes, n: int) -> None:
+        if not self._pub_fast:
+            self._enqueue_pub_slow(frame, n)
+            return
+        self._out.append(frame)
+        self._out_msgs += 1
+        self._out_bytes += n
+        self._write_pending()
 
     # --- flush, ping, drain, close --------------------------------------------------------
 

@@ -27,7 +27,26 @@ message names the problem (the subject, the limit, the server's words) and never
     ├── MessagesLostError                             messages discarded (close with unsent data)
     ├── BadSubscriptionError                          the subscription has ended
     ├── CallbackError                                 a user callback raised (reported, not raised)
-    └── ClientForkedError                             a client used in a process it was not made in
+    ├── ClientForkedError                             a client used in a process it was not made in
+    └── JetStreamError                                anything JetStream
+        ├── JetStreamNotEnabledError                  no JetStream on the server or account
+        ├── NoStreamResponseError                     a JS publish that no stream captured (503)
+        ├── NotJSMessageError                         a message without a $JS.ACK reply
+        ├── PublishStalledError                       publish_async window full too long
+        └── APIError(code, err_code, description)     the server's API error, by err_code:
+            ├── StreamNotFoundError                   10059
+            ├── StreamNameAlreadyInUseError           10058
+            ├── StreamSubjectOverlapError             10065
+            ├── StreamWrongLastSequenceError          10071
+            ├── StreamWrongLastMsgIdError             10070
+            ├── StreamNotMatchError                   10060 (expected stream)
+            ├── ConsumerNotFoundError                 10014
+            ├── ConsumerAlreadyExistsError            10148, 10013
+            ├── ConsumerDoesNotExistError             10149 (update of a missing consumer)
+            ├── NoMessageFoundError                   10037 (or status 404 on direct get)
+            ├── MessageTooLargeError                  10054
+            ├── BadRequestError                       10003
+            └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
 Lower-layer failures (``OSError``, ``ssl.SSLError``, ``socket.timeout``) are translated into
 this tree in one place, :func:`map_os_error`.
@@ -64,6 +83,27 @@ __all__ = [
     "StaleConnectionError",
     "TimeoutError",
     "map_os_error",
+    # JetStream
+    "APIError",
+    "BadRequestError",
+    "ConsumerAlreadyExistsError",
+    "ConsumerDoesNotExistError",
+    "ConsumerNotFoundError",
+    "JetStreamError",
+    "JetStreamNotEnabledError",
+    "MessageTooLargeError",
+    "NoMessageFoundError",
+    "NoStreamResponseError",
+    "NotJSMessageError",
+    "PublishStalledError",
+    "ServiceUnavailableError",
+    "StreamNameAlreadyInUseError",
+    "StreamNotFoundError",
+    "StreamNotMatchError",
+    "StreamSubjectOverlapError",
+    "StreamWrongLastMsgIdError",
+    "StreamWrongLastSequenceError",
+    "api_error",
 ]
 
 
@@ -181,6 +221,125 @@ class CallbackError(NATSError):
 
 class ClientForkedError(NATSError):
     """A client was used in a process other than the one that created it (after fork)."""
+
+
+# --- JetStream ---------------------------------------------------------------------------
+
+
+class JetStreamError(NATSError):
+    """Root of every JetStream error."""
+
+
+class JetStreamNotEnabledError(JetStreamError):
+    """The server (or the account, or the domain) has no JetStream."""
+
+
+class NoStreamResponseError(JetStreamError, NoRespondersError):
+    """A JetStream publish got no answer: no stream captures the subject (status 503)."""
+
+
+class NotJSMessageError(JetStreamError):
+    """The message did not come from JetStream (no ``$JS.ACK`` reply subject)."""
+
+
+class PublishStalledError(JetStreamError):
+    """publish_async: the window of outstanding acks stayed full for the stall wait."""
+
+
+class APIError(JetStreamError):
+    """An error answer of the JetStream API: HTTP-like ``code``, server ``err_code``."""
+
+    def __init__(
+        self, code: int = 0, err_code: int = 0, description: str = "", *, subject: str = ""
+    ) -> None:
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+        self.subject = subject
+        where = f" ({subject})" if subject else ""
+        super().__init__(f"{description} [code={code} err_code={err_code}]{where}")
+
+
+class StreamNotFoundError(APIError):
+    """10059: stream not found."""
+
+
+class StreamNameAlreadyInUseError(APIError):
+    """10058: a stream of that name exists with a different configuration."""
+
+
+class StreamSubjectOverlapError(APIError):
+    """10065: the subjects overlap with an existing stream."""
+
+
+class StreamWrongLastSequenceError(APIError):
+    """10071: expected_last_seq / expected_last_subject_seq did not hold."""
+
+
+class StreamWrongLastMsgIdError(APIError):
+    """10070: expected_last_msg_id did not hold."""
+
+
+class StreamNotMatchError(APIError):
+    """10060: expected_stream named another stream."""
+
+
+class ConsumerNotFoundError(APIError):
+    """10014: consumer not found."""
+
+
+class ConsumerAlreadyExistsError(APIError):
+    """10148 / 10013: a consumer of that name exists with a different configuration."""
+
+
+class ConsumerDoesNotExistError(APIError):
+    """10149: an update named a consumer that does not exist."""
+
+
+class NoMessageFoundError(APIError):
+    """10037: no message at that sequence or subject."""
+
+
+class MessageTooLargeError(APIError):
+    """10054: the message exceeds the stream's max_msg_size."""
+
+
+class BadRequestError(APIError):
+    """10003: the server could not make sense of the request."""
+
+
+class ServiceUnavailableError(APIError):
+    """A 503 from the API: the cluster has no leader or is busy; worth retrying."""
+
+
+_API_ERRORS = {
+    10059: StreamNotFoundError,
+    10058: StreamNameAlreadyInUseError,
+    10065: StreamSubjectOverlapError,
+    10071: StreamWrongLastSequenceError,
+    10070: StreamWrongLastMsgIdError,
+    10060: StreamNotMatchError,
+    10014: ConsumerNotFoundError,
+    10148: ConsumerAlreadyExistsError,
+    10013: ConsumerAlreadyExistsError,
+    10149: ConsumerDoesNotExistError,
+    10037: NoMessageFoundError,
+    10054: MessageTooLargeError,
+    10003: BadRequestError,
+}
+
+
+def api_error(code: int, err_code: int, description: str, subject: str = "") -> APIError:
+    """The APIError subclass for an error answer; the one place err_codes are mapped."""
+    if err_code in (10039, 10076):
+        cls: type[APIError] = JetStreamNotEnabledAPIError
+    else:
+        cls = _API_ERRORS.get(err_code) or (ServiceUnavailableError if code == 503 else APIError)
+    return cls(code, err_code, description, subject=subject)
+
+
+class JetStreamNotEnabledAPIError(APIError, JetStreamNotEnabledError):
+    """10039 / 10076: the API answered that JetStream is not enabled."""
 
 
 def map_os_error(exc: BaseException, *, where: str) -> NATSError:

@@ -228,7 +228,8 @@ class Msg:
             raise InvalidArgumentError(f"message on {self.subject!r} has no reply subject")
         if self._client is None:
             raise InvalidArgumentError("message is not bound to a client")
-        self._client.publish(self.reply, data, headers=headers)
+        # A reply is latency-bound: write it from this thread instead of waking the flusher.
+        self._client._send_now(self.reply, data, headers)
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."
