@@ -666,8 +666,8 @@ def test_msg_respond_without_reply_or_client() -> None:
 def test_msg_respond_publishes_to_reply() -> None:
     calls: List[Any] = []
 
-    class FakeClient:
-        def publish(self, subject: str, data: bytes, headers: Any = None) -> None:
+    class FakeClient:  # respond() writes at once through the client's _send_now
+        def _send_now(self, subject: str, data: bytes, headers: Any = None) -> None:
             calls.append((subject, data, headers))
 
     (msg,) = parse(b"MSG s 1 _INBOX.z 0\r\n\r\n", msg_owner=FakeClient())
