@@ -35,6 +35,7 @@ import time
 import urllib.parse
 import weakref
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Deque,
@@ -54,6 +55,9 @@ from ._timers import Timer, Timers
 from ._version import __version__
 from .msg import HeadersLike, Msg, encode_headers
 from .subscription import MessageHook, Subscription
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .jetstream.context import JetStream
 
 __all__ = ["DEFAULT_URL", "Client", "connect"]
 
@@ -1119,6 +1123,24 @@ class Client:
         self._out_msgs += 1
         self._out_bytes += n
         self._write_pending()
+
+    # --- JetStream ----------------------------------------------------------------------
+
+    def jetstream(
+        self,
+        prefix: str = "$JS.API",
+        domain: Optional[str] = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+        publish_async_stall_wait: float = 5.0,
+    ) -> JetStream:
+        """A JetStream context on this connection (``$JS.API``, or ``$JS.<domain>.API``)."""
+        from .jetstream.context import JetStream
+
+        self._check_open("use JetStream")
+        return JetStream(
+            self, prefix, domain, timeout, publish_async_max_pending, publish_async_stall_wait
+        )
 
     # --- flush, ping, drain, close --------------------------------------------------------
 

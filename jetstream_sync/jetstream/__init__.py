@@ -1,0 +1,42 @@
+"""JetStream: streams, consumers and publishing, on top of the core client.
+
+``nc.jetstream()`` returns a :class:`JetStream`; the models mirror the server's JSON.
+"""
+
+from .api import (
+    AccountInfo,
+    AckPolicy,
+    ConsumerConfig,
+    ConsumerInfo,
+    DeliverPolicy,
+    DiscardPolicy,
+    PriorityPolicy,
+    PubAck,
+    RawStreamMsg,
+    ReplayPolicy,
+    RetentionPolicy,
+    StorageType,
+    StoreCompression,
+    StreamConfig,
+    StreamInfo,
+)
+from .context import JetStream
+
+__all__ = [
+    "AccountInfo",
+    "AckPolicy",
+    "ConsumerConfig",
+    "ConsumerInfo",
+    "DeliverPolicy",
+    "DiscardPolicy",
+    "JetStream",
+    "PriorityPolicy",
+    "PubAck",
+    "RawStreamMsg",
+    "ReplayPolicy",
+    "RetentionPolicy",
+    "StorageType",
+    "StoreCompression",
+    "StreamConfig",
+    "StreamInfo",
+]

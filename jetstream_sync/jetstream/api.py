@@ -1,0 +1,854 @@
+"""The JSON of the JetStream API as dataclasses (nats-server 2.10 to 2.14 and later).
+
+Every model is a plain declaration; one generic base class, :class:`Base`, turns a server
+dict into a model (:meth:`Base.from_dict`) and back (:meth:`Base.to_dict`). The wire rules,
+all applied by that one converter:
+
+* Durations are ``float`` seconds here and integer nanoseconds on the wire: a field with
+  ``metadata={"ns": True}`` (also a list of them, such as ``backoff``) goes through
+  :func:`_from_ns` / :func:`_to_ns` and nothing else.
+* Datetimes are aware UTC ``datetime`` here and RFC 3339 strings there. Parsed ones are
+  :class:`NanoDatetime` and remember the nanoseconds below the microsecond, so a config sent
+  back (a consumer's ``opt_start_time``, say) is the same instant to the nanosecond.
+* Nested models, lists and dicts of them convert recursively; enums by value. An enum
+  value this client does not know becomes a pseudo-member holding the raw string.
+* Keys the model does not know are kept in ``extra`` and written back by ``to_dict``, so
+  an info's config can be edited and sent as an update without dropping newer fields.
+* ``None`` is never sent (nor a falsy value of a ``metadata={"omitempty": True}`` field).
+  A field whose JSON key differs from its name says so with ``metadata={"json": "key"}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+import re
+import types
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    SupportsIndex,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+from ..errors import InvalidArgumentError
+from ..msg import Headers, encode_headers, parse_header_block
+
+__all__ = [
+    "APIErrorInfo",
+    "APIStats",
+    "AccountInfo",
+    "AccountLimits",
+    "AckPolicy",
+    "Base",
+    "ClusterInfo",
+    "ConsumerConfig",
+    "ConsumerInfo",
+    "DeliverPolicy",
+    "DiscardPolicy",
+    "ExternalStream",
+    "LostStreamData",
+    "NanoDatetime",
+    "PeerInfo",
+    "PersistMode",
+    "Placement",
+    "PriorityGroupState",
+    "PriorityPolicy",
+    "PubAck",
+    "RawStreamMsg",
+    "RePublish",
+    "ReplayPolicy",
+    "RetentionPolicy",
+    "SequenceInfo",
+    "StorageType",
+    "StoreCompression",
+    "StreamAlternate",
+    "StreamConfig",
+    "StreamConsumerLimits",
+    "StreamConsumerSource",
+    "StreamInfo",
+    "StreamSource",
+    "StreamSourceInfo",
+    "StreamState",
+    "SubjectTransform",
+    "Tier",
+    "check_consumer_name",
+    "check_stream_name",
+    "format_time",
+    "parse_time",
+]
+
+_NS_PER_SECOND = 1_000_000_000
+
+# --- durations: the one pair of conversions ---------------------------------------------------
+
+
+def _to_ns(seconds: float) -> int:
+    """Seconds (int or float) to the nearest whole nanosecond, computed exactly."""
+    if isinstance(seconds, int):
+        return seconds * _NS_PER_SECOND
+    try:
+        num, den = float(seconds).as_integer_ratio()
+    except (OverflowError, ValueError):
+        raise InvalidArgumentError(f"duration must be a finite number, got {seconds!r}") from None
+    return (2 * num * _NS_PER_SECOND + den) // (2 * den)
+
+
+def _from_ns(ns: int) -> float:
+    """Nanoseconds to seconds; int / int division is correctly rounded even past 2**53."""
+    return ns / _NS_PER_SECOND
+
+
+# --- datetimes ---------------------------------------------------------------------------------
+
+
+class NanoDatetime(datetime):
+    """A ``datetime`` that also keeps the nanoseconds below its microsecond (0-999).
+
+    Parsed server times are of this type; to the rest of Python they are ordinary aware
+    datetimes (comparison, hashing and arithmetic ignore ``nanosecond``).
+    """
+
+    nanosecond: int = 0
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        return f"{text[:-1]}, nanosecond={self.nanosecond})" if self.nanosecond else text
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Tuple[Any, ...]:
+        plain = datetime(
+            self.year, self.month, self.day, self.hour, self.minute, self.second,
+            self.microsecond, self.tzinfo, fold=self.fold,
+        )  # fmt: skip
+        return (_nano_datetime, (plain, self.nanosecond))
+
+
+def _nano_datetime(dt: datetime, nanosecond: int) -> NanoDatetime:
+    out = NanoDatetime(
+        dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, dt.microsecond, dt.tzinfo,
+        fold=dt.fold,
+    )  # fmt: skip
+    out.nanosecond = nanosecond
+    return out
+
+
+_TIME_RE = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):?(\d\d))?",
+    re.ASCII,
+)
+_UTC = timezone.utc
+_ZERO_TIME = datetime(1, 1, 1, tzinfo=_UTC)  # Go's zero time.Time, as the server sends it
+
+
+def parse_time(text: str) -> NanoDatetime:
+    """RFC 3339 with any number of fraction digits and any offset; no offset means UTC."""
+    m = _TIME_RE.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
+    year, month, day, hour, minute, second, frac, _z, sign, off_h, off_m = m.groups()
+    ns = int((frac or "")[:9].ljust(9, "0"))
+    try:
+        dt = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), ns // 1000,
+            _UTC,
+        )  # fmt: skip
+        if sign:
+            offset = timedelta(hours=int(off_h), minutes=int(off_m))
+            dt = dt.replace(tzinfo=timezone(offset if sign == "+" else -offset)).astimezone(_UTC)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"not an RFC 3339 timestamp: {text!r} ({exc})") from None
+    return _nano_datetime(dt, ns % 1000)
+
+
+def format_time(dt: datetime) -> str:
+    """RFC 3339 in UTC with 'Z', fraction as Go writes it (nanoseconds, trailing zeros cut).
+
+    A naive datetime is taken to be UTC already.
+    """
+    ns = dt.microsecond * 1000 + getattr(dt, "nanosecond", 0)
+    if dt.tzinfo is not None and dt.utcoffset():
+        dt = dt.astimezone(_UTC)
+    frac = f".{ns:09d}".rstrip("0") if ns else ""
+    return (
+        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}"
+        f"T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}{frac}Z"
+    )
+
+
+# --- bytes and header blocks -------------------------------------------------------------------
+
+
+def _decode_b64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def _encode_b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _decode_headers(text: str) -> Headers:
+    return parse_header_block(base64.b64decode(text))[2]
+
+
+def _encode_headers(headers: Headers) -> str:
+    return _encode_b64(encode_headers(headers))
+
+
+# --- enums -------------------------------------------------------------------------------------
+
+
+class _ServerEnum(str, Enum):
+    """A string enum that accepts values it does not know (sent by a newer server).
+
+    ``AckPolicy("future")`` is a pseudo-member: an ``AckPolicy`` whose ``value`` is the raw
+    string, equal to that string, sent back unchanged.
+    """
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        if not isinstance(value, str):
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value.upper()
+        member._value_ = value
+        return member
+
+
+class AckPolicy(_ServerEnum):
+    NONE = "none"
+    ALL = "all"
+    EXPLICIT = "explicit"
+
+
+class DeliverPolicy(_ServerEnum):
+    ALL = "all"
+    LAST = "last"
+    NEW = "new"
+    BY_START_SEQUENCE = "by_start_sequence"
+    BY_START_TIME = "by_start_time"
+    LAST_PER_SUBJECT = "last_per_subject"
+
+
+class ReplayPolicy(_ServerEnum):
+    INSTANT = "instant"
+    ORIGINAL = "original"
+
+
+class RetentionPolicy(_ServerEnum):
+    LIMITS = "limits"
+    INTEREST = "interest"
+    WORK_QUEUE = "workqueue"
+
+
+class StorageType(_ServerEnum):
+    FILE = "file"
+    MEMORY = "memory"
+
+
+class DiscardPolicy(_ServerEnum):
+    OLD = "old"
+    NEW = "new"
+
+
+class PriorityPolicy(_ServerEnum):
+    NONE = "none"
+    OVERFLOW = "overflow"
+    PINNED_CLIENT = "pinned_client"
+    PRIORITIZED = "prioritized"
+
+
+class StoreCompression(_ServerEnum):
+    NONE = "none"
+    S2 = "s2"
+
+
+class PersistMode(_ServerEnum):
+    DEFAULT = "default"
+    ASYNC = "async"
+
+
+# --- the generic converter ---------------------------------------------------------------------
+
+_Codec = Optional[Callable[[Any], Any]]  # None: the value is passed through as is
+
+
+class _Field(NamedTuple):
+    name: str
+    key: str
+    decode: _Codec
+    encode: _Codec
+    optional: bool
+    omitempty: bool
+
+
+class _Plan(NamedTuple):
+    fields: Tuple[_Field, ...]
+    by_key: Dict[str, _Field]
+
+
+_PLANS: Dict[type, _Plan] = {}
+_NONE_TYPE = type(None)
+_UNIONS = (Union, getattr(types, "UnionType", Union))  # Optional[X], and X | None on 3.10+
+_SCALARS = (str, int, bool, float)
+
+
+def _list_codecs(item_dec: _Codec, item_enc: _Codec) -> Tuple[_Codec, _Codec]:
+    if item_dec is None and item_enc is None:
+        return list, list
+    dec, enc = item_dec or _identity, item_enc or _identity
+    return (lambda v: [dec(x) for x in v]), (lambda v: [enc(x) for x in v])
+
+
+def _dict_codecs(item_dec: _Codec, item_enc: _Codec) -> Tuple[_Codec, _Codec]:
+    if item_dec is None and item_enc is None:
+        return dict, dict
+    dec, enc = item_dec or _identity, item_enc or _identity
+    return (
+        (lambda v: {k: dec(x) for k, x in v.items()}),
+        (lambda v: {k: enc(x) for k, x in v.items()}),
+    )
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _enum_value(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _to_dict(value: Base) -> Dict[str, Any]:
+    return value.to_dict()
+
+
+def _codecs(tp: Any, ns: bool, where: str) -> Tuple[_Codec, _Codec]:
+    """(decode, encode) for one type hint; raises TypeError for a hint it cannot map."""
+    origin = get_origin(tp)
+    if origin in _UNIONS:
+        args = [a for a in get_args(tp) if a is not _NONE_TYPE]
+        if len(args) == 1:
+            return _codecs(args[0], ns, where)
+    elif origin is list:
+        return _list_codecs(*_codecs(get_args(tp)[0], ns, where))
+    elif origin is dict and get_args(tp)[0] is str:
+        return _dict_codecs(*_codecs(get_args(tp)[1], ns, where))
+    elif ns:
+        if tp is float:
+            return _from_ns, _to_ns
+    elif isinstance(tp, type):
+        if issubclass(tp, Base):
+            return tp.from_dict, _to_dict
+        if issubclass(tp, Enum):
+            return tp, _enum_value
+        if issubclass(tp, datetime):
+            return parse_time, format_time
+        if tp is bytes:
+            return _decode_b64, _encode_b64
+        if tp is Headers:
+            return _decode_headers, _encode_headers
+        if tp in _SCALARS:
+            return None, None
+    elif tp is Any:
+        return None, None
+    raise TypeError(f"{where}: no JSON conversion for {tp!r}" + (" with ns" if ns else ""))
+
+
+def _is_optional(tp: Any) -> bool:
+    return get_origin(tp) in _UNIONS and _NONE_TYPE in get_args(tp)
+
+
+def _plan(cls: Type[Base]) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is not None:
+        return plan
+    hints = get_type_hints(cls)
+    fields: List[_Field] = []
+    for f in dataclasses.fields(cls):
+        if f.name == "extra":
+            continue
+        where = f"{cls.__name__}.{f.name}"
+        decode, encode = _codecs(hints[f.name], bool(f.metadata.get("ns")), where)
+        key = f.metadata.get("json", f.name)
+        opt = _is_optional(hints[f.name])
+        fields.append(_Field(f.name, key, decode, encode, opt, bool(f.metadata.get("omitempty"))))
+    if "extra" not in cls.__dataclass_fields__:
+        raise TypeError(f"{cls.__name__} needs an 'extra' field (see Base)")
+    plan = _Plan(tuple(fields), {f.key: f for f in fields})
+    _PLANS[cls] = plan
+    return plan
+
+
+_B = TypeVar("_B", bound="Base")
+
+
+class Base:
+    """Base of every model: JSON in and out, by introspecting the dataclass fields.
+
+    A model is a ``@dataclass(repr=False)`` subclass whose fields all have defaults and
+    whose last field is ``extra`` (the unknown keys; not compared, not shown). A class's
+    conversion plan (hints resolved, a codec per field) is built on first use and cached.
+    """
+
+    __dataclass_fields__: ClassVar[Dict[str, Any]]
+    extra: Dict[str, Any]
+
+    @classmethod
+    def from_dict(cls: Type[_B], data: Mapping[str, Any]) -> _B:
+        """Build from the server's JSON (a dict from ``json.loads``)."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"{cls.__name__}.from_dict needs a mapping, got {type(data).__name__}")
+        by_key = _plan(cls).by_key
+        kwargs: Dict[str, Any] = {}
+        extra: Dict[str, Any] = {}
+        for key, value in data.items():
+            f = by_key.get(key)
+            if f is None:
+                extra[key] = value
+            elif value is None:
+                if f.optional:
+                    kwargs[f.name] = None
+            else:
+                kwargs[f.name] = value if f.decode is None else f.decode(value)
+        kwargs["extra"] = extra
+        return cast(Callable[..., _B], cls)(**kwargs)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The server's JSON: ``None`` fields left out, unknown keys (``extra``) put back."""
+        out: Dict[str, Any] = {}
+        for f in _plan(type(self)).fields:
+            value = getattr(self, f.name)
+            if value is None or (f.omitempty and not value):
+                continue
+            out[f.key] = value if f.encode is None else f.encode(value)
+        for key, value in self.extra.items():
+            if key not in out:
+                out[key] = copy.deepcopy(value)
+        return out
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in _plan(type(self)).fields
+            if getattr(self, f.name) is not None
+        )
+        return f"{type(self).__name__}({shown})"
+
+
+_NS = {"ns": True}
+
+# --- streams -----------------------------------------------------------------------------------
+
+
+@dataclass(repr=False)
+class SubjectTransform(Base):
+    src: Optional[str] = None
+    dest: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class Placement(Base):
+    cluster: Optional[str] = None
+    tags: Optional[List[str]] = None
+    preferred: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class ExternalStream(Base):
+    """Where a source or mirror lives in another account or domain: API and deliver prefixes."""
+
+    api: Optional[str] = None
+    deliver: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamConsumerSource(Base):
+    """A consumer a source or mirror reads through (nats-server 2.14+)."""
+
+    name: Optional[str] = None
+    deliver_subject: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamSource(Base):
+    """One entry of ``sources``, or the ``mirror``."""
+
+    name: Optional[str] = None
+    opt_start_seq: Optional[int] = None
+    opt_start_time: Optional[datetime] = None
+    filter_subject: Optional[str] = None
+    subject_transforms: Optional[List[SubjectTransform]] = None
+    external: Optional[ExternalStream] = None
+    consumer: Optional[StreamConsumerSource] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class RePublish(Base):
+    src: Optional[str] = None
+    dest: Optional[str] = None
+    headers_only: Optional[bool] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamConsumerLimits(Base):
+    """Defaults (and ceilings) for the stream's consumers."""
+
+    inactive_threshold: Optional[float] = field(default=None, metadata=_NS)
+    max_ack_pending: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamConfig(Base):
+    """A stream's configuration. Durations in seconds; unset (None) fields are not sent."""
+
+    name: Optional[str] = None
+    description: Optional[str] = None
+    subjects: Optional[List[str]] = None
+    retention: Optional[RetentionPolicy] = None
+    max_consumers: Optional[int] = None
+    max_msgs: Optional[int] = None
+    max_bytes: Optional[int] = None
+    max_age: Optional[float] = field(default=None, metadata=_NS)
+    max_msgs_per_subject: Optional[int] = None
+    max_msg_size: Optional[int] = None
+    discard: Optional[DiscardPolicy] = None
+    discard_new_per_subject: Optional[bool] = None
+    storage: Optional[StorageType] = None
+    num_replicas: Optional[int] = None
+    no_ack: Optional[bool] = None
+    template_owner: Optional[str] = None
+    duplicate_window: Optional[float] = field(default=None, metadata=_NS)
+    placement: Optional[Placement] = None
+    mirror: Optional[StreamSource] = None
+    sources: Optional[List[StreamSource]] = None
+    sealed: Optional[bool] = None
+    deny_delete: Optional[bool] = None
+    deny_purge: Optional[bool] = None
+    allow_rollup_hdrs: Optional[bool] = None
+    allow_direct: Optional[bool] = None
+    mirror_direct: Optional[bool] = None
+    republish: Optional[RePublish] = None
+    subject_transform: Optional[SubjectTransform] = None
+    compression: Optional[StoreCompression] = None
+    first_seq: Optional[int] = None
+    metadata: Optional[Dict[str, str]] = None
+    allow_msg_ttl: Optional[bool] = None
+    subject_delete_marker_ttl: Optional[float] = field(default=None, metadata=_NS)
+    consumer_limits: Optional[StreamConsumerLimits] = None
+    allow_msg_counter: Optional[bool] = None
+    allow_atomic: Optional[bool] = None
+    allow_msg_schedules: Optional[bool] = None
+    persist_mode: Optional[PersistMode] = None
+    allow_batched: Optional[bool] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class LostStreamData(Base):
+    msgs: Optional[List[int]] = None
+    bytes: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamState(Base):
+    messages: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    first_ts: datetime = _ZERO_TIME
+    last_seq: int = 0
+    last_ts: datetime = _ZERO_TIME
+    consumer_count: int = 0
+    deleted: Optional[List[int]] = None
+    num_deleted: Optional[int] = None
+    num_subjects: Optional[int] = None
+    subjects: Optional[Dict[str, int]] = None
+    lost: Optional[LostStreamData] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class PeerInfo(Base):
+    name: str = ""
+    current: bool = False
+    offline: Optional[bool] = None
+    active: float = field(default=0.0, metadata=_NS)
+    lag: Optional[int] = None
+    peer: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class ClusterInfo(Base):
+    name: Optional[str] = None
+    leader: Optional[str] = None
+    leader_since: Optional[datetime] = None
+    raft_group: Optional[str] = None
+    system_account: Optional[bool] = None
+    traffic_account: Optional[str] = None
+    replicas: Optional[List[PeerInfo]] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class APIErrorInfo(Base):
+    """An API error object inside a response (e.g. a source that cannot be reached)."""
+
+    code: int = 0
+    err_code: Optional[int] = None
+    description: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamSourceInfo(Base):
+    """Progress of a mirror or source. ``active`` is seconds since last contact, -1e-9 never."""
+
+    name: str = ""
+    lag: int = 0
+    active: float = field(default=0.0, metadata=_NS)
+    external: Optional[ExternalStream] = None
+    error: Optional[APIErrorInfo] = None
+    filter_subject: Optional[str] = None
+    subject_transforms: Optional[List[SubjectTransform]] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamAlternate(Base):
+    name: str = ""
+    cluster: str = ""
+    domain: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class StreamInfo(Base):
+    config: StreamConfig = field(default_factory=StreamConfig)
+    created: datetime = _ZERO_TIME
+    state: StreamState = field(default_factory=StreamState)
+    cluster: Optional[ClusterInfo] = None
+    mirror: Optional[StreamSourceInfo] = None
+    sources: Optional[List[StreamSourceInfo]] = None
+    alternates: Optional[List[StreamAlternate]] = None
+    domain: Optional[str] = None
+    ts: Optional[datetime] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+# --- consumers ---------------------------------------------------------------------------------
+
+
+@dataclass(repr=False)
+class ConsumerConfig(Base):
+    """A consumer's configuration. Durations in seconds; unset (None) fields are not sent.
+
+    ``max_bytes`` is the pull request byte limit (Go's ``MaxRequestMaxBytes``).
+    """
+
+    name: Optional[str] = None
+    durable_name: Optional[str] = None
+    description: Optional[str] = None
+    deliver_policy: Optional[DeliverPolicy] = None
+    opt_start_seq: Optional[int] = None
+    opt_start_time: Optional[datetime] = None
+    ack_policy: Optional[AckPolicy] = None
+    ack_wait: Optional[float] = field(default=None, metadata=_NS)
+    max_deliver: Optional[int] = None
+    backoff: Optional[List[float]] = field(default=None, metadata=_NS)
+    filter_subject: Optional[str] = None
+    filter_subjects: Optional[List[str]] = None
+    replay_policy: Optional[ReplayPolicy] = None
+    rate_limit_bps: Optional[int] = None
+    sample_freq: Optional[str] = None
+    max_waiting: Optional[int] = None
+    max_ack_pending: Optional[int] = None
+    flow_control: Optional[bool] = None
+    idle_heartbeat: Optional[float] = field(default=None, metadata=_NS)
+    headers_only: Optional[bool] = None
+    max_batch: Optional[int] = None
+    max_expires: Optional[float] = field(default=None, metadata=_NS)
+    max_bytes: Optional[int] = None
+    inactive_threshold: Optional[float] = field(default=None, metadata=_NS)
+    num_replicas: Optional[int] = None
+    mem_storage: Optional[bool] = None
+    deliver_subject: Optional[str] = None
+    deliver_group: Optional[str] = None
+    metadata: Optional[Dict[str, str]] = None
+    pause_until: Optional[datetime] = None
+    priority_groups: Optional[List[str]] = None
+    priority_policy: Optional[PriorityPolicy] = None
+    priority_timeout: Optional[float] = field(default=None, metadata=_NS)
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class SequenceInfo(Base):
+    consumer_seq: int = 0
+    stream_seq: int = 0
+    last_active: Optional[datetime] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class PriorityGroupState(Base):
+    group: str = ""
+    pinned_client_id: Optional[str] = None
+    pinned_ts: Optional[datetime] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class ConsumerInfo(Base):
+    stream_name: str = ""
+    name: str = ""
+    config: ConsumerConfig = field(default_factory=ConsumerConfig)
+    created: datetime = _ZERO_TIME
+    delivered: SequenceInfo = field(default_factory=SequenceInfo)
+    ack_floor: SequenceInfo = field(default_factory=SequenceInfo)
+    num_ack_pending: int = 0
+    num_redelivered: int = 0
+    num_waiting: int = 0
+    num_pending: int = 0
+    cluster: Optional[ClusterInfo] = None
+    push_bound: Optional[bool] = None
+    paused: Optional[bool] = None
+    pause_remaining: Optional[float] = field(default=None, metadata=_NS)
+    priority_groups: Optional[List[PriorityGroupState]] = None
+    ts: Optional[datetime] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+# --- publish acks, account info, stored messages ------------------------------------------------
+
+
+@dataclass(repr=False)
+class PubAck(Base):
+    """The answer to a JetStream publish. ``val`` is a counter stream's new total (as text)."""
+
+    stream: str = ""
+    seq: int = 0
+    domain: Optional[str] = None
+    duplicate: Optional[bool] = None
+    val: Optional[str] = None
+    batch_id: Optional[str] = field(default=None, metadata={"json": "batch"})
+    batch_size: Optional[int] = field(default=None, metadata={"json": "count"})
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class AccountLimits(Base):
+    max_memory: int = 0
+    max_storage: int = 0
+    max_streams: int = 0
+    max_consumers: int = 0
+    max_ack_pending: int = 0
+    memory_max_stream_bytes: int = 0
+    storage_max_stream_bytes: int = 0
+    max_bytes_required: bool = False
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class Tier(Base):
+    memory: int = 0
+    storage: int = 0
+    reserved_memory: int = 0
+    reserved_storage: int = 0
+    streams: int = 0
+    consumers: int = 0
+    limits: AccountLimits = field(default_factory=AccountLimits)
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class APIStats(Base):
+    level: Optional[int] = None
+    total: int = 0
+    errors: int = 0
+    inflight: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class AccountInfo(Base):
+    """``$JS.API.INFO``: the account's usage, limits, API counters and per-tier figures."""
+
+    memory: int = 0
+    storage: int = 0
+    reserved_memory: int = 0
+    reserved_storage: int = 0
+    streams: int = 0
+    consumers: int = 0
+    limits: AccountLimits = field(default_factory=AccountLimits)
+    api: APIStats = field(default_factory=APIStats)
+    domain: Optional[str] = None
+    tiers: Optional[Dict[str, Tier]] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class RawStreamMsg(Base):
+    """A stored message (``message`` of a ``STREAM.MSG.GET`` answer).
+
+    ``data`` is the payload and ``headers`` the parsed header block (JSON ``data`` and
+    ``hdrs``, both base64); ``stream`` is filled in by the client, not sent by the server.
+    """
+
+    subject: str = ""
+    seq: int = 0
+    data: bytes = field(default=b"", metadata={"omitempty": True})
+    headers: Optional[Headers] = field(default=None, metadata={"json": "hdrs"})
+    time: Optional[datetime] = None
+    stream: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+# --- names -------------------------------------------------------------------------------------
+
+
+def _check_name(kind: str, name: object) -> str:
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"{kind} name must be a str, got {type(name).__name__}")
+    if not name:
+        raise InvalidArgumentError(f"invalid {kind} name {name!r}: it is empty")
+    for ch in name:
+        if ch in ".*>/\\" or ch.isspace() or not ch.isprintable():
+            raise InvalidArgumentError(f"invalid {kind} name {name!r}: it contains {ch!r}")
+    return name
+
+
+def check_stream_name(name: object) -> str:
+    """Return ``name`` if it can name a stream, else raise InvalidArgumentError.
+
+    Refused: empty, ``.``, ``*``, ``>``, whitespace, ``/``, ``\\`` and control characters.
+    """
+    return _check_name("stream", name)
+
+
+def check_consumer_name(name: object) -> str:
+    """Return ``name`` if it can name a consumer (same rules as streams), else raise."""
+    return _check_name("consumer", name)

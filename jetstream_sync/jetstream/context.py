@@ -1,0 +1,98 @@
+"""JetStream: the handle returned by ``nc.jetstream()``.
+
+It knows the API prefix (``$JS.API``, or ``$JS.<domain>.API``), turns every API call into a
+core request, and maps every answer: JSON errors to :func:`~jetstream_sync.errors.api_error`
+subclasses, no responders to :class:`JetStreamNotEnabledError`. Management calls live in
+``manager.py`` and publishing in ``publish.py``; both reach the server only through
+:meth:`JetStream._api`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
+
+from .. import errors
+from .._protocol import check_publish_subject
+from .._timeouts import check_timeout
+from ._response import parse_api_response
+from .manager import JetStreamManager
+from .publish import AsyncPublisher, Publisher
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client import Client
+
+__all__ = ["DEFAULT_API_PREFIX", "JetStream"]
+
+DEFAULT_API_PREFIX = "$JS.API"
+
+
+class JetStream(JetStreamManager, Publisher):
+    """JetStream over one client. Thread-safe; make one and share it."""
+
+    def __init__(
+        self,
+        nc: Client,
+        prefix: str = DEFAULT_API_PREFIX,
+        domain: Optional[str] = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+        publish_async_stall_wait: float = 5.0,
+    ) -> None:
+        if domain is not None:
+            if prefix != DEFAULT_API_PREFIX:
+                raise errors.InvalidArgumentError("give either prefix or domain, not both")
+            check_publish_subject(domain, "domain")
+            if "." in domain:
+                raise errors.InvalidArgumentError(f"domain {domain!r} must be one token")
+            prefix = f"$JS.{domain}.API"
+        check_publish_subject(prefix, "API prefix")
+        self._nc = nc
+        self._prefix = prefix.rstrip(".")
+        self._domain = domain
+        self._timeout = check_timeout(timeout, "JetStream timeout")
+        if (
+            isinstance(publish_async_max_pending, bool)
+            or not isinstance(publish_async_max_pending, int)
+            or publish_async_max_pending <= 0
+        ):
+            raise errors.InvalidArgumentError(
+                f"publish_async_max_pending must be an int > 0, got {publish_async_max_pending!r}"
+            )
+        self._async_max_pending = publish_async_max_pending
+        self._async_stall_wait = check_timeout(publish_async_stall_wait, "publish_async_stall_wait")
+        self._async_lock = threading.Lock()
+        self._async: Optional[AsyncPublisher] = None
+
+    @property
+    def nc(self) -> Client:
+        return self._nc
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    def _api(
+        self,
+        suffix: str,
+        body: Optional[Mapping[str, Any]] = None,
+        timeout: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """One JetStream API call: ``<prefix>.<suffix>`` with a JSON body, JSON answer."""
+        subject = f"{self._prefix}.{suffix}"
+        payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
+        try:
+            reply = self._nc.request(subject, payload, timeout=t)
+        except errors.NoRespondersError:
+            domain = f", or domain {self._domain!r} does not exist" if self._domain else ""
+            raise errors.JetStreamNotEnabledError(
+                f"nobody answered on {subject}: JetStream is not enabled on this server "
+                f"or account{domain}"
+            ) from None
+        return parse_api_response(reply.data, subject)

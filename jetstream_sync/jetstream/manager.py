@@ -1,0 +1,393 @@
+"""Stream, consumer, message and account management: the JetStream API, call by call.
+
+A mixin of :class:`~jetstream_sync.jetstream.context.JetStream`; every call goes through
+``self._api`` (or, for direct gets, a core request) and returns a model from ``api.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+
+from .. import errors
+from .._protocol import check_publish_subject, check_subscribe_subject
+from .._timeouts import Deadline, check_timeout
+from ..msg import Headers, Msg
+from . import api
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client import Client
+
+__all__ = ["JetStreamManager"]
+
+_C = TypeVar("_C")
+
+# Direct-get answers carry the stored message's coordinates in these headers.
+_H_STREAM, _H_SEQ, _H_TIME, _H_SUBJECT = (
+    "Nats-Stream",
+    "Nats-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Subject",
+)
+_DIRECT_HEADERS = frozenset(
+    (_H_STREAM, _H_SEQ, _H_TIME, _H_SUBJECT, "Nats-Last-Sequence", "Nats-Num-Pending")
+)
+
+
+def _config(cls: type[_C], config: Optional[_C], fields: Mapping[str, Any], what: str) -> _C:
+    """A config from an object, keyword fields, or an object with fields replaced."""
+    if config is not None and not isinstance(config, cls):
+        raise errors.InvalidArgumentError(
+            f"{what} must be a {cls.__name__}, got {type(config).__name__}"
+        )
+    try:
+        if config is None:
+            return cls(**fields)
+        return dataclasses.replace(config, **fields) if fields else config  # type: ignore[type-var]
+    except TypeError as exc:
+        raise errors.InvalidArgumentError(f"bad {cls.__name__} field: {exc}") from None
+
+
+class JetStreamManager:
+    """Management calls. Needs ``_api``, ``_nc``, ``_prefix`` and ``_timeout`` from its host."""
+
+    _nc: Client
+    _prefix: str
+    _timeout: float
+
+    def _api(
+        self, suffix: str, body: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None
+    ) -> Dict[str, Any]:
+        raise NotImplementedError  # pragma: no cover - provided by JetStream
+
+    # --- account ------------------------------------------------------------------------
+
+    def account_info(self) -> api.AccountInfo:
+        return api.AccountInfo.from_dict(self._api("INFO"))
+
+    # --- streams ------------------------------------------------------------------------
+
+    def add_stream(
+        self, config: Optional[api.StreamConfig] = None, **fields: Any
+    ) -> api.StreamInfo:
+        """Create a stream from a StreamConfig and/or its fields as keywords."""
+        cfg = _config(api.StreamConfig, config, fields, "config")
+        name = api.check_stream_name(cfg.name)
+        return api.StreamInfo.from_dict(self._api(f"STREAM.CREATE.{name}", cfg.to_dict()))
+
+    def update_stream(
+        self, config: Optional[api.StreamConfig] = None, **fields: Any
+    ) -> api.StreamInfo:
+        cfg = _config(api.StreamConfig, config, fields, "config")
+        name = api.check_stream_name(cfg.name)
+        return api.StreamInfo.from_dict(self._api(f"STREAM.UPDATE.{name}", cfg.to_dict()))
+
+    def delete_stream(self, name: str) -> bool:
+        name = api.check_stream_name(name)
+        return bool(self._api(f"STREAM.DELETE.{name}").get("success"))
+
+    def stream_info(self, name: str, subjects_filter: Optional[str] = None) -> api.StreamInfo:
+        """The stream's config and state; ``subjects_filter`` fills ``state.subjects``."""
+        name = api.check_stream_name(name)
+        body = None if subjects_filter is None else {"subjects_filter": subjects_filter}
+        return api.StreamInfo.from_dict(self._api(f"STREAM.INFO.{name}", body))
+
+    def stream_names(self, subject: Optional[str] = None) -> List[str]:
+        """Every stream name (all pages); with ``subject``, those that capture it."""
+        if subject is not None:
+            check_subscribe_subject(subject)
+        return [str(n) for n in self._paged("STREAM.NAMES", "streams", subject=subject)]
+
+    def find_stream_name_by_subject(self, subject: str) -> str:
+        """The one stream that captures ``subject``."""
+        names = self.stream_names(subject)
+        if not names:
+            raise errors.StreamNotFoundError(404, 10059, f"no stream captures {subject!r}")
+        if len(names) > 1:
+            raise errors.JetStreamError(f"several streams capture {subject!r}: {names}")
+        return names[0]
+
+    def streams_info(self, subject: Optional[str] = None) -> List[api.StreamInfo]:
+        return [
+            api.StreamInfo.from_dict(d)
+            for d in self._paged("STREAM.LIST", "streams", subject=subject)
+        ]
+
+    def purge_stream(
+        self,
+        name: str,
+        subject: Optional[str] = None,
+        seq: Optional[int] = None,
+        keep: Optional[int] = None,
+    ) -> int:
+        """Remove messages (all, or of ``subject``, below ``seq``, or all but ``keep``).
+
+        Returns how many were purged.
+        """
+        name = api.check_stream_name(name)
+        if seq is not None and keep is not None:
+            raise errors.InvalidArgumentError("purge_stream: give seq or keep, not both")
+        body: Dict[str, Any] = {}
+        if subject is not None:
+            check_subscribe_subject(subject)
+            body["filter"] = subject
+        if seq is not None:
+            body["seq"] = _positive(seq, "seq")
+        if keep is not None:
+            body["keep"] = _positive(keep, "keep", allow_zero=True)
+        return int(self._api(f"STREAM.PURGE.{name}", body or None).get("purged", 0))
+
+    # --- messages -----------------------------------------------------------------------
+
+    def get_msg(
+        self,
+        stream: str,
+        seq: Optional[int] = None,
+        last_by_subject: Optional[str] = None,
+        next_by_subject: Optional[str] = None,
+        direct: bool = False,
+    ) -> api.RawStreamMsg:
+        """One stored message: by ``seq``, the last on a subject, or the next on a subject
+        from ``seq``. ``direct=True`` asks any replica (the stream needs ``allow_direct``)."""
+        stream = api.check_stream_name(stream)
+        body: Dict[str, Any] = {}
+        if seq is not None:
+            body["seq"] = _positive(seq, "seq")
+        if last_by_subject is not None:
+            check_publish_subject(last_by_subject, "last_by_subject")
+            body["last_by_subj"] = last_by_subject
+        if next_by_subject is not None:
+            check_subscribe_subject(next_by_subject)
+            body["next_by_subj"] = next_by_subject
+        if not body or (last_by_subject is not None and (seq is not None or next_by_subject)):
+            raise errors.InvalidArgumentError(
+                "get_msg needs seq, last_by_subject, or next_by_subject (with an optional seq)"
+            )
+        if direct:
+            return self._direct_get(stream, body)
+        data = self._api(f"STREAM.MSG.GET.{stream}", body)
+        return api.RawStreamMsg.from_dict({**data.get("message", {}), "stream": stream})
+
+    def _direct_get(self, stream: str, body: Dict[str, Any]) -> api.RawStreamMsg:
+        subject = f"{self._prefix}.DIRECT.GET.{stream}"
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        try:
+            msg = self._nc.request(subject, payload, timeout=self._timeout)
+        except errors.NoRespondersError:
+            raise errors.JetStreamError(
+                f"no direct get answered for stream {stream!r}: it may not exist, or not "
+                "have allow_direct enabled"
+            ) from None
+        return _raw_from_direct(msg, stream)
+
+    def get_msgs(
+        self,
+        stream: str,
+        seq: int = 1,
+        batch: int = 100,
+        next_by_subject: Optional[str] = None,
+        max_bytes: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> Iterator[api.RawStreamMsg]:
+        """Batched direct get: up to ``batch`` messages from ``seq`` (optionally only on
+        ``next_by_subject``), read until the server's end-of-batch status. Needs
+        ``allow_direct`` on the stream."""
+        stream = api.check_stream_name(stream)
+        body: Dict[str, Any] = {"seq": _positive(seq, "seq"), "batch": _positive(batch, "batch")}
+        if next_by_subject is not None:
+            check_subscribe_subject(next_by_subject)
+            body["next_by_subj"] = next_by_subject
+        if max_bytes is not None:
+            body["max_bytes"] = _positive(max_bytes, "max_bytes")
+        deadline = Deadline(
+            self._timeout if timeout is None else check_timeout(timeout, "timeout"), "get_msgs"
+        )
+        inbox = self._nc.new_inbox()
+        sub = self._nc.subscribe(inbox)
+        try:
+            self._nc.publish(
+                f"{self._prefix}.DIRECT.GET.{stream}",
+                json.dumps(body, separators=(",", ":")).encode(),
+                reply=inbox,
+            )
+            while True:
+                msg = sub.next_msg(timeout=deadline.check())
+                status = msg.status
+                if status == 204:  # end of batch
+                    return
+                if status == 404:
+                    return  # nothing (more) at or after seq
+                if status == 408:
+                    raise errors.JetStreamError(f"batched direct get refused: {msg.description}")
+                if status == 503:
+                    raise errors.JetStreamError(
+                        f"no direct get answered for stream {stream!r} (allow_direct?)"
+                    )
+                yield _raw_from_direct(msg, stream)
+        finally:
+            if sub.is_valid:
+                sub.unsubscribe()
+
+    def delete_msg(self, stream: str, seq: int, erase: bool = False) -> bool:
+        """Delete one message; ``erase=True`` also overwrites its storage."""
+        stream = api.check_stream_name(stream)
+        body = {"seq": _positive(seq, "seq"), "no_erase": not erase}
+        return bool(self._api(f"STREAM.MSG.DELETE.{stream}", body).get("success"))
+
+    # --- consumers ----------------------------------------------------------------------
+
+    def add_consumer(
+        self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
+    ) -> api.ConsumerInfo:
+        """Create a consumer; the same config again is fine, a different one is
+        :class:`ConsumerAlreadyExistsError`."""
+        return self._upsert_consumer(stream, config, fields, "create")
+
+    def update_consumer(
+        self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
+    ) -> api.ConsumerInfo:
+        """Change an existing consumer; a missing one is :class:`ConsumerDoesNotExistError`."""
+        return self._upsert_consumer(stream, config, fields, "update")
+
+    def create_or_update_consumer(
+        self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
+    ) -> api.ConsumerInfo:
+        return self._upsert_consumer(stream, config, fields, "")
+
+    def _upsert_consumer(
+        self,
+        stream: str,
+        config: Optional[api.ConsumerConfig],
+        fields: Mapping[str, Any],
+        action: str,
+    ) -> api.ConsumerInfo:
+        stream = api.check_stream_name(stream)
+        cfg = _config(api.ConsumerConfig, config, fields, "config")
+        if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
+            raise errors.InvalidArgumentError(
+                f"consumer name {cfg.name!r} and durable_name {cfg.durable_name!r} differ"
+            )
+        name = cfg.name or cfg.durable_name
+        if name is None:
+            if action == "update":
+                raise errors.InvalidArgumentError("update_consumer needs a consumer name")
+            name = self._nc.new_inbox().rsplit(".", 1)[1]  # an ephemeral: the client names it
+            cfg = dataclasses.replace(cfg, name=name)
+        api.check_consumer_name(name)
+        body: Dict[str, Any] = {"stream_name": stream, "config": cfg.to_dict()}
+        if self._legacy_consumer_api():
+            # Servers before 2.9 know only these subjects, and no actions.
+            subject = (
+                f"CONSUMER.DURABLE.CREATE.{stream}.{name}"
+                if cfg.durable_name
+                else f"CONSUMER.CREATE.{stream}"
+            )
+        else:
+            if action:
+                body["action"] = action
+            subject = f"CONSUMER.CREATE.{stream}.{name}"
+            if cfg.filter_subject and not cfg.filter_subjects:
+                subject += f".{cfg.filter_subject}"
+        return api.ConsumerInfo.from_dict(self._api(subject, body))
+
+    def _legacy_consumer_api(self) -> bool:
+        return _version(self._nc.server_info.get("version", "")) < (2, 9, 0)
+
+    def delete_consumer(self, stream: str, name: str) -> bool:
+        stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
+        return bool(self._api(f"CONSUMER.DELETE.{stream}.{name}").get("success"))
+
+    def consumer_info(self, stream: str, name: str) -> api.ConsumerInfo:
+        stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
+        return api.ConsumerInfo.from_dict(self._api(f"CONSUMER.INFO.{stream}.{name}"))
+
+    def consumer_names(self, stream: str) -> List[str]:
+        stream = api.check_stream_name(stream)
+        return [str(n) for n in self._paged(f"CONSUMER.NAMES.{stream}", "consumers")]
+
+    def consumers_info(self, stream: str) -> List[api.ConsumerInfo]:
+        stream = api.check_stream_name(stream)
+        return [
+            api.ConsumerInfo.from_dict(d)
+            for d in self._paged(f"CONSUMER.LIST.{stream}", "consumers")
+        ]
+
+    def pause_consumer(self, stream: str, name: str, pause_until: _dt.datetime) -> bool:
+        """Pause delivery until ``pause_until`` (an aware datetime). Returns paused."""
+        stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
+        if not isinstance(pause_until, _dt.datetime) or pause_until.tzinfo is None:
+            raise errors.InvalidArgumentError("pause_until must be a timezone-aware datetime")
+        body = {"pause_until": api.format_time(pause_until)}
+        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", body).get("paused"))
+
+    def resume_consumer(self, stream: str, name: str) -> bool:
+        """Resume a paused consumer. Returns whether it is still paused (False)."""
+        stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
+        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", {}).get("paused"))
+
+    def unpin_consumer(self, stream: str, consumer: str, group: str) -> None:
+        """Unpin the pinned client of a priority group (ADR-42)."""
+        stream, consumer = api.check_stream_name(stream), api.check_consumer_name(consumer)
+        if not isinstance(group, str) or not group:
+            raise errors.InvalidArgumentError(f"group must be a non-empty str, got {group!r}")
+        self._api(f"CONSUMER.UNPIN.{stream}.{consumer}", {"group": group})
+
+    # --- paging -------------------------------------------------------------------------
+
+    def _paged(self, suffix: str, key: str, subject: Optional[str] = None) -> Iterator[Any]:
+        """Every item of a paged list answer, page after page, until ``total`` is reached."""
+        offset = 0
+        for _ in range(100_000):  # a server that never ends its list must not loop forever
+            body: Dict[str, Any] = {"offset": offset}
+            if subject is not None:
+                body["subject"] = subject
+            page = self._api(suffix, body)
+            items = page.get(key) or []
+            yield from items
+            offset += len(items)
+            if not items or offset >= int(page.get("total", 0)):
+                return
+
+
+def _positive(value: Any, what: str, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
+        raise errors.InvalidArgumentError(
+            f"{what} must be an int >= {0 if allow_zero else 1}, got {value!r}"
+        )
+    return value
+
+
+def _version(text: str) -> Tuple[int, ...]:
+    parts = []
+    for piece in text.split("-")[0].split(".")[:3]:
+        parts.append(int(piece) if piece.isdigit() else 0)
+    return tuple(parts) if parts else (99,)
+
+
+def _raw_from_direct(msg: Msg, stream: str) -> api.RawStreamMsg:
+    """A RawStreamMsg from a direct-get answer: the stored message, its coordinates in
+    ``Nats-*`` headers that are not part of the stored message's own headers."""
+    status = msg.status
+    if status == 404:
+        raise errors.NoMessageFoundError(404, 10037, msg.description or "no message found")
+    if status is not None:
+        raise errors.JetStreamError(f"direct get answered status {status} {msg.description}")
+    headers = msg.headers
+    try:
+        seq = int(headers[_H_SEQ])
+    except (KeyError, ValueError):
+        raise errors.JetStreamError(f"direct get answer without a valid {_H_SEQ} header") from None
+    own = Headers()
+    for key, value in headers.multi_items():
+        if key not in _DIRECT_HEADERS:
+            own.add(key, value)
+    return api.RawStreamMsg(
+        subject=headers.get(_H_SUBJECT, ""),
+        seq=seq,
+        data=msg.data,
+        headers=own,
+        time=api.parse_time(headers[_H_TIME]) if _H_TIME in headers else None,
+        stream=headers.get(_H_STREAM, stream),
+    )

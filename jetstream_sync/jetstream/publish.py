@@ -1,0 +1,338 @@
+"""Publishing to streams: ``publish`` waits for the ack, ``publish_async`` pipelines.
+
+``publish`` is a core request whose answer is a PubAck. A 503 (no responders) means no
+stream captured the subject *yet* — during a leader election the stream is briefly without
+a leader — so it is retried with backoff until the timeout runs out.
+
+``publish_async`` sends the message with a reply subject under one wildcard inbox and
+returns a ``concurrent.futures.Future``. Acks are handed by the reader thread to one
+resolver thread (futures run their done-callbacks in the resolving thread, and the reader
+never runs user code). The resolver also expires futures whose ack did not come within
+their timeout, and fails every pending one when the client closes: no future ever hangs.
+At most ``max_pending`` acks are outstanding; past that ``publish_async`` waits up to
+``stall_wait`` for room, then raises :class:`PublishStalledError`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+from .. import errors
+from .._timeouts import Deadline, check_timeout
+from ..msg import Headers, HeadersLike, Msg
+from . import api
+from ._response import parse_api_response
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client import Client
+
+__all__ = ["AsyncPublisher", "Publisher", "publish_headers"]
+
+MSG_ID = "Nats-Msg-Id"
+EXPECTED_STREAM = "Nats-Expected-Stream"
+EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+
+_SWEEP = 0.05  # how often the resolver looks for expired futures, seconds
+
+
+def publish_headers(
+    headers: Optional[HeadersLike],
+    msg_id: Optional[str] = None,
+    expected_stream: Optional[str] = None,
+    expected_last_seq: Optional[int] = None,
+    expected_last_msg_id: Optional[str] = None,
+    expected_last_subject_seq: Optional[int] = None,
+) -> Optional[HeadersLike]:
+    """The user's headers plus the JetStream ones for the options that are set."""
+    extra: List[Tuple[str, str]] = []
+    for name, value in (
+        (MSG_ID, msg_id),
+        (EXPECTED_STREAM, expected_stream),
+        (EXPECTED_LAST_MSG_ID, expected_last_msg_id),
+    ):
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise errors.InvalidArgumentError(f"{name} must be a non-empty str, got {value!r}")
+            extra.append((name, value))
+    for name, number in (
+        (EXPECTED_LAST_SEQ, expected_last_seq),
+        (EXPECTED_LAST_SUBJECT_SEQ, expected_last_subject_seq),
+    ):
+        if number is not None:
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                raise errors.InvalidArgumentError(f"{name} must be an int >= 0, got {number!r}")
+            extra.append((name, str(number)))
+    if not extra:
+        return headers
+    merged = Headers(headers) if headers else Headers()
+    for name, value in extra:
+        merged.add(name, value)
+    return merged
+
+
+def pub_ack(data: bytes, subject: str) -> api.PubAck:
+    obj = parse_api_response(data, subject)
+    if "stream" not in obj:
+        raise errors.JetStreamError(f"the answer to a publish on {subject!r} is not a PubAck")
+    return api.PubAck.from_dict(obj)
+
+
+class Publisher:
+    """The publish mixin of JetStream."""
+
+    _nc: Client
+    _timeout: float
+    _async_lock: threading.Lock
+    _async: Optional[AsyncPublisher]
+    _async_max_pending: int
+    _async_stall_wait: float
+
+    def publish(
+        self,
+        subject: str,
+        data: bytes = b"",
+        headers: Optional[HeadersLike] = None,
+        msg_id: Optional[str] = None,
+        expected_stream: Optional[str] = None,
+        expected_last_seq: Optional[int] = None,
+        expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> api.PubAck:
+        """Publish to a stream and wait for its ack (a :class:`PubAck`)."""
+        t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
+        hdrs = publish_headers(
+            headers,
+            msg_id,
+            expected_stream,
+            expected_last_seq,
+            expected_last_msg_id,
+            expected_last_subject_seq,
+        )
+        deadline = Deadline(t, f"JetStream publish to {subject!r}")
+        backoff = 0.01
+        while True:
+            try:
+                reply = self._nc.request(
+                    subject, data, timeout=max(deadline.remaining(), 0.001), headers=hdrs
+                )
+            except errors.NoRespondersError:
+                if deadline.remaining() <= backoff:
+                    raise errors.NoStreamResponseError(
+                        f"no stream answered a publish to {subject!r} within {t} s: no stream "
+                        "captures this subject (or its leader is still being elected)"
+                    ) from None
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 0.25)
+                continue
+            return pub_ack(reply.data, subject)
+
+    # --- pipelined ----------------------------------------------------------------------
+
+    def _async_publisher(self) -> AsyncPublisher:
+        pub = self._async
+        if pub is None or pub.closed:
+            with self._async_lock:
+                pub = self._async
+                if pub is None or pub.closed:
+                    pub = self._async = AsyncPublisher(
+                        self._nc, self._async_max_pending, self._async_stall_wait, self._timeout
+                    )
+        return pub
+
+    def publish_async(
+        self,
+        subject: str,
+        data: bytes = b"",
+        headers: Optional[HeadersLike] = None,
+        msg_id: Optional[str] = None,
+        expected_stream: Optional[str] = None,
+        expected_last_seq: Optional[int] = None,
+        expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> Future[api.PubAck]:
+        """Publish without waiting; the Future resolves to the PubAck or the error.
+
+        ``timeout`` is this message's ack timeout (default: the context's).
+        """
+        t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
+        hdrs = publish_headers(
+            headers,
+            msg_id,
+            expected_stream,
+            expected_last_seq,
+            expected_last_msg_id,
+            expected_last_subject_seq,
+        )
+        return self._async_publisher().publish(subject, data, hdrs, t)
+
+    def publish_async_completed(self, timeout: float = 30.0) -> None:
+        """Wait until every publish_async future has resolved."""
+        t = check_timeout(timeout, "timeout")
+        pub = self._async
+        if pub is not None:
+            pub.wait_all(t)
+
+    @property
+    def publish_async_pending(self) -> int:
+        """How many publish_async acks are outstanding."""
+        pub = self._async
+        return 0 if pub is None else pub.pending
+
+
+class AsyncPublisher:
+    """Outstanding async publishes of one JetStream context, and their resolver thread."""
+
+    def __init__(self, nc: Client, max_pending: int, stall_wait: float, ack_timeout: float) -> None:
+        self._nc = nc
+        self._max_pending = max_pending
+        self._stall_wait = stall_wait
+        self._ack_timeout = ack_timeout
+        self._prefix = nc.new_inbox() + "."
+        self._plen = len(self._prefix)
+        self._pending: Dict[str, Tuple[Future[api.PubAck], str]] = {}
+        self._expiry: List[Tuple[float, str]] = []  # (deadline, token) heap
+        self._expiry_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._room = threading.Condition(threading.Lock())
+        self._acks: queue.SimpleQueue[Msg] = queue.SimpleQueue()
+        self.closed = False
+        self._sub = nc._subscribe(
+            self._prefix + "*", None, None, None, 1 << 30, 1 << 40, hook=self._on_ack
+        )
+        self._thread = threading.Thread(target=self._run, name="nats-js-acks", daemon=True)
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def publish(
+        self, subject: str, data: bytes, headers: Optional[HeadersLike], timeout: float
+    ) -> Future[api.PubAck]:
+        if len(self._pending) >= self._max_pending:
+            self._wait_for_room()
+        token = str(next(self._ids))
+        fut: Future[api.PubAck] = Future()
+        self._pending[token] = (fut, subject)
+        with self._expiry_lock:
+            heapq.heappush(self._expiry, (time.monotonic() + timeout, token))
+        try:
+            self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+        except BaseException:
+            self._pending.pop(token, None)
+            raise
+        return fut
+
+    def _wait_for_room(self) -> None:
+        with self._room:
+            if not self._room.wait_for(
+                lambda: len(self._pending) < self._max_pending or self.closed, self._stall_wait
+            ):
+                raise errors.PublishStalledError(
+                    f"publish_async: {len(self._pending)} acks outstanding (the window is "
+                    f"{self._max_pending}) and none came back within {self._stall_wait} s"
+                )
+        if self.closed:
+            raise errors.ConnectionClosedError("publish_async: the client is closed")
+
+    def wait_all(self, timeout: float) -> None:
+        with self._room:
+            if not self._room.wait_for(lambda: not self._pending, timeout):
+                raise errors.TimeoutError(
+                    f"publish_async_completed: {len(self._pending)} acks still outstanding "
+                    f"after {timeout} s"
+                )
+
+    def _on_ack(self, msg: Msg) -> bool:
+        """Reader thread: hand the ack over, nothing more."""
+        self._acks.put(msg)
+        return True
+
+    def _run(self) -> None:
+        get = self._acks.get
+        while True:
+            try:
+                msg: Optional[Msg] = get(timeout=_SWEEP)
+            except queue.Empty:
+                msg = None
+            resolved = 0
+            while msg is not None:
+                resolved += self._resolve(msg)
+                try:
+                    msg = self._acks.get_nowait()
+                except queue.Empty:
+                    msg = None
+            resolved += self._expire()
+            if self._nc.is_closed:
+                self._fail_all(
+                    errors.ConnectionClosedError(
+                        "the client closed before the JetStream ack arrived"
+                    )
+                )
+                return
+            if resolved:
+                with self._room:
+                    self._room.notify_all()
+
+    def _resolve(self, msg: Msg) -> int:
+        entry = self._pending.pop(msg.subject[self._plen :], None)
+        if entry is None:
+            return 0  # an ack after its future timed out: that future already has its answer
+        fut, subject = entry
+        if msg.status == 503:
+            fut.set_exception(
+                errors.NoStreamResponseError(
+                    f"no stream answered a publish to {subject!r}: no stream captures this subject"
+                )
+            )
+            return 1
+        try:
+            fut.set_result(pub_ack(msg.data, subject))
+        except errors.NATSError as exc:
+            fut.set_exception(exc)
+        return 1
+
+    def _expire(self) -> int:
+        now = time.monotonic()
+        expired = []
+        pending = self._pending
+        with self._expiry_lock:
+            heap = self._expiry
+            # Entries whose ack already came are dropped as they reach the top, so the heap
+            # holds about the unresolved publishes, not every publish of the last timeout.
+            while heap and (heap[0][0] <= now or heap[0][1] not in pending):
+                deadline, token = heapq.heappop(heap)
+                if deadline <= now:
+                    expired.append(token)
+        n = 0
+        for token in expired:
+            entry = self._pending.pop(token, None)
+            if entry is not None:
+                entry[0].set_exception(
+                    errors.TimeoutError(
+                        f"no JetStream ack for the publish to {entry[1]!r} within its timeout"
+                    )
+                )
+                n += 1
+        return n
+
+    def _fail_all(self, error: errors.NATSError) -> None:
+        self.closed = True
+        while self._pending:
+            try:
+                _, (fut, _subject) = self._pending.popitem()
+            except KeyError:
+                break
+            fut.set_exception(error)
+        with self._room:
+            self._room.notify_all()
