@@ -22,6 +22,7 @@ from jetstream_sync.jetstream.api import (
 )
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
+from jetstream_sync.testing import wait_until
 
 _names = itertools.count(1)
 
@@ -361,3 +362,26 @@ def test_legacy_servers_get_the_durable_create_subject(nc: nats.Client) -> None:
     js.add_consumer("S", durable_name="old")
     js.add_consumer("S", name="eph")
     assert sent == ["CONSUMER.DURABLE.CREATE.S.old", "CONSUMER.CREATE.S"]
+
+
+def test_publish_retries_503_until_a_stream_appears(js: JetStream) -> None:
+    """No responders (no stream yet, or a leader election) is retried until the timeout."""
+    result: List[object] = []
+
+    def publish() -> None:
+        try:
+            result.append(js.publish("late.stream", b"x", timeout=10))
+        except BaseException as exc:
+            result.append(exc)
+
+    t = threading.Thread(target=publish)
+    t.start()
+    try:
+        # The publish is already retrying; the stream appears only afterwards.
+        wait_until(lambda: js.nc.stats["out_msgs"] > 0, 5, "first publish attempt")
+        js.add_stream(name="LATE", subjects=["late.>"])
+        t.join(15)
+        assert len(result) == 1 and isinstance(result[0], PubAck), result
+        assert result[0].stream == "LATE" and result[0].seq == 1
+    finally:
+        js.delete_stream("LATE")
