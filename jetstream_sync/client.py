@@ -1094,26 +1094,49 @@ class Client:
     def _send_request(
         self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
     ) -> None:
-        """Queue a request and write it from this thread at once.
+        """Queue a request and write it from this thread at once: waking the flusher
+        would cost a thread hop."""
+        self._send_frame(*self._frame_own_reply(subject, data, reply, headers))
 
-        Waking the flusher would cost a thread hop; and the reply subject is our own inbox,
-        valid by construction, so only ``subject`` goes through the (cached) checks.
+    def _publish_own_reply(
+        self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
+    ) -> None:
+        """publish() with a reply subject this client made (an inbox): no need to check it.
+
+        The tail is publish()'s, not shared with it: publish is the hottest path there is.
         """
-        if headers is None:
-            prefix = self._pub_cache.get(subject) if subject.__class__ is str else None
-            if prefix is None:
-                prefix = self._cache_prefix(subject)
+        frame, n = self._frame_own_reply(subject, data, reply, headers)
+        if not self._pub_fast:
+            self._enqueue_pub_slow(frame, n)
+            return
+        out = self._out
+        out.append(frame)
+        self._out_msgs += 1
+        self._out_bytes += n
+        if not self._kicked:
+            self._kicked = True
+            self._kick.set()
+        if len(out) > _HIGH_WATER:
+            self._write_pending()
+
+    def _frame_own_reply(
+        self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
+    ) -> Tuple[bytes, int]:
+        """A PUB frame; ``subject`` goes through the cached checks, ``reply`` (ours, valid by
+        construction, or empty) through none."""
+        if headers is not None:
+            return self._build_pub(subject, data, reply or None, headers)
+        prefix = self._pub_cache.get(subject) if subject.__class__ is str else None
+        if prefix is None:
+            prefix = self._cache_prefix(subject)
+        if data.__class__ is not bytes:
             data = _as_bytes(data)
-            n = len(data)
-            self._check_payload(n)
-            size = _SIZE_LINES.get(n) or _size_line(n)
-            if reply:
-                frame = b"".join((prefix, reply.encode(), b" ", size, data, _CRLF))
-            else:
-                frame = b"".join((prefix, size, data, _CRLF))
-        else:
-            frame, n = self._build_pub(subject, data, reply, headers)
-        self._send_frame(frame, n)
+        n = len(data)
+        self._check_payload(n)
+        size = _SIZE_LINES.get(n) or _size_line(n)
+        if reply:
+            return b"".join((prefix, reply.encode(), b" ", size, data, _CRLF)), n
+        return b"".join((prefix, size, data, _CRLF)), n
 
     def _send_frame(self, frame: bytes, n: int) -> None:
         if not self._pub_fast:

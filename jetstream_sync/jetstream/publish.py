@@ -15,9 +15,11 @@ At most ``max_pending`` acks are outstanding; past that ``publish_async`` waits 
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import queue
+import re
 import threading
 import time
 from concurrent.futures import Future
@@ -52,6 +54,14 @@ def publish_headers(
     expected_last_subject_seq: Optional[int] = None,
 ) -> Optional[HeadersLike]:
     """The user's headers plus the JetStream ones for the options that are set."""
+    if (
+        msg_id is None
+        and expected_stream is None
+        and expected_last_seq is None
+        and expected_last_msg_id is None
+        and expected_last_subject_seq is None
+    ):
+        return headers
     extra: List[Tuple[str, str]] = []
     for name, value in (
         (MSG_ID, msg_id),
@@ -78,7 +88,22 @@ def publish_headers(
     return merged
 
 
+# The shape nearly every ack has; parsed without json or the generic model converter.
+_SIMPLE_ACK = re.compile(
+    rb'\{"stream":"([^"\\]+)",(?:"domain":"([^"\\]+)",)?"seq":(\d+)(,"duplicate":true)?\}\Z'
+)
+
+
 def pub_ack(data: bytes, subject: str) -> api.PubAck:
+    m = _SIMPLE_ACK.match(data)
+    if m is not None:
+        stream, domain, seq, dup = m.groups()
+        return api.PubAck(
+            stream=stream.decode(),
+            seq=int(seq),
+            domain=domain.decode() if domain is not None else None,
+            duplicate=True if dup else None,
+        )
     obj = parse_api_response(data, subject)
     if "stream" not in obj:
         raise errors.JetStreamError(f"the answer to a publish on {subject!r} is not a PubAck")
@@ -200,7 +225,10 @@ class AsyncPublisher:
         self._prefix = nc.new_inbox() + "."
         self._plen = len(self._prefix)
         self._pending: Dict[str, Tuple[Future[api.PubAck], str]] = {}
-        self._expiry: List[Tuple[float, str]] = []  # (deadline, token) heap
+        # Publishes with the default ack timeout expire in the order they were made: a FIFO
+        # (deque.append is atomic, no lock). Other timeouts go to a heap under a lock.
+        self._fifo: collections.deque[Tuple[float, str]] = collections.deque()
+        self._expiry: List[Tuple[float, str]] = []
         self._expiry_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._room = threading.Condition(threading.Lock())
@@ -224,10 +252,13 @@ class AsyncPublisher:
         token = str(next(self._ids))
         fut: Future[api.PubAck] = Future()
         self._pending[token] = (fut, subject)
-        with self._expiry_lock:
-            heapq.heappush(self._expiry, (time.monotonic() + timeout, token))
+        if timeout == self._ack_timeout:
+            self._fifo.append((time.monotonic() + timeout, token))
+        else:
+            with self._expiry_lock:
+                heapq.heappush(self._expiry, (time.monotonic() + timeout, token))
         try:
-            self._nc.publish(subject, data, reply=self._prefix + token, headers=headers)
+            self._nc._publish_own_reply(subject, data, self._prefix + token, headers)
         except BaseException:
             self._pending.pop(token, None)
             raise
@@ -306,10 +337,15 @@ class AsyncPublisher:
         now = time.monotonic()
         expired = []
         pending = self._pending
+        fifo = self._fifo
+        # Entries whose ack already came are dropped as they reach the front, so both hold
+        # about the unresolved publishes, not every publish of the last timeout.
+        while fifo and (fifo[0][0] <= now or fifo[0][1] not in pending):
+            deadline, token = fifo.popleft()
+            if deadline <= now:
+                expired.append(token)
         with self._expiry_lock:
             heap = self._expiry
-            # Entries whose ack already came are dropped as they reach the top, so the heap
-            # holds about the unresolved publishes, not every publish of the last timeout.
             while heap and (heap[0][0] <= now or heap[0][1] not in pending):
                 deadline, token = heapq.heappop(heap)
                 if deadline <= now:
