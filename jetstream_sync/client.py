@@ -300,6 +300,7 @@ class Client:
         self._cb_queue = queue.SimpleQueue()
         self._threads: List[threading.Thread] = []
         self._timers: Optional[Timers] = None
+        self._close_hooks: List[Callable[[], None]] = []
         self._ping_timer: Optional[Timer] = None
         self._last_error: Optional[errors.NATSError] = None
 
@@ -1147,6 +1148,20 @@ class Client:
         self._out_bytes += n
         self._write_pending()
 
+    # --- the seam JetStream builds on (besides subscription hooks) --------------------------
+
+    def _call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run internal ``fn`` on the timer thread after ``delay`` (not after close)."""
+        if self._timers is not None and not self._closing:
+            self._timers.call_later(delay, fn)
+
+    def _add_close_hook(self, fn: Callable[[], None]) -> None:
+        """Run internal ``fn`` once when the client closes (or at once if it has)."""
+        if self._closing:
+            fn()
+        else:
+            self._close_hooks.append(fn)
+
     # --- JetStream ----------------------------------------------------------------------
 
     def jetstream(
@@ -1302,6 +1317,11 @@ class Client:
             if waiter is not None:
                 waiter.wake(error=closed)
         self._fail_requests(closed)
+        for hook in self._close_hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("jetstream_sync: a close hook failed")
         for sub in list(self._subs.values()):
             sub._end(
                 closed

@@ -5,10 +5,10 @@ stream captured the subject *yet* — during a leader election the stream is bri
 a leader — so it is retried with backoff until the timeout runs out.
 
 ``publish_async`` sends the message with a reply subject under one wildcard inbox and
-returns a ``concurrent.futures.Future``. Acks are handed by the reader thread to one
-resolver thread (futures run their done-callbacks in the resolving thread, and the reader
-never runs user code). The resolver also expires futures whose ack did not come within
-their timeout, and fails every pending one when the client closes: no future ever hangs.
+returns a ``concurrent.futures.Future``, resolved on the network thread when the ack comes
+(its done-callbacks are moved to the client's callback thread: see AckFuture). The timer
+thread expires futures whose ack did not come within their timeout, and the client's close
+fails every pending one: no future ever hangs.
 At most ``max_pending`` acks are outstanding; past that ``publish_async`` waits up to
 ``stall_wait`` for room, then raises :class:`PublishStalledError`.
 """
@@ -18,12 +18,11 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
-import queue
 import re
 import threading
 import time
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from concurrent.futures import Future, InvalidStateError
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from .. import errors
 from .._timeouts import Deadline, check_timeout
@@ -214,8 +213,30 @@ class Publisher:
         return 0 if pub is None else pub.pending
 
 
+class AckFuture(Future):  # type: ignore[type-arg]
+    """A Future resolved on the network thread, whose done-callbacks run elsewhere.
+
+    ``Future.set_result`` calls the done-callbacks in the resolving thread, and those are
+    user code, which the network thread never runs: ``_invoke_callbacks`` (CPython's hook,
+    present since 3.2) hands them to the client's callback thread instead.
+    """
+
+    def __init__(self, dispatch: Callable[..., None]) -> None:
+        super().__init__()
+        self._dispatch = dispatch
+
+    def _invoke_callbacks(self) -> None:
+        if self._done_callbacks:  # type: ignore[attr-defined]
+            self._dispatch(Future._invoke_callbacks, self)  # type: ignore[attr-defined]
+
+
 class AsyncPublisher:
-    """Outstanding async publishes of one JetStream context, and their resolver thread."""
+    """Outstanding async publishes of one JetStream context.
+
+    Acks are resolved on the network thread as they arrive (a dict pop, a regex, a
+    set_result: no user code, see AckFuture). The client's timer thread expires futures
+    whose ack is late; the client's close hook fails the rest.
+    """
 
     def __init__(self, nc: Client, max_pending: int, stall_wait: float, ack_timeout: float) -> None:
         self._nc = nc
@@ -224,7 +245,7 @@ class AsyncPublisher:
         self._ack_timeout = ack_timeout
         self._prefix = nc.new_inbox() + "."
         self._plen = len(self._prefix)
-        self._pending: Dict[str, Tuple[Future[api.PubAck], str]] = {}
+        self._pending: Dict[str, Tuple[AckFuture, str]] = {}
         # Publishes with the default ack timeout expire in the order they were made: a FIFO
         # (deque.append is atomic, no lock). Other timeouts go to a heap under a lock.
         self._fifo: collections.deque[Tuple[float, str]] = collections.deque()
@@ -232,13 +253,14 @@ class AsyncPublisher:
         self._expiry_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._room = threading.Condition(threading.Lock())
-        self._acks: queue.SimpleQueue[Msg] = queue.SimpleQueue()
+        self._waiting = 0  # threads in _wait_for_room / wait_all: only then notify
         self.closed = False
+        self._dispatch = nc._callback
+        nc._add_close_hook(self._on_client_closed)
         self._sub = nc._subscribe(
             self._prefix + "*", None, None, None, 1 << 30, 1 << 40, hook=self._on_ack
         )
-        self._thread = threading.Thread(target=self._run, name="nats-js-acks", daemon=True)
-        self._thread.start()
+        nc._call_later(_SWEEP, self._sweep)
 
     @property
     def pending(self) -> int:
@@ -250,7 +272,7 @@ class AsyncPublisher:
         if len(self._pending) >= self._max_pending:
             self._wait_for_room()
         token = str(next(self._ids))
-        fut: Future[api.PubAck] = Future()
+        fut = AckFuture(self._dispatch)
         self._pending[token] = (fut, subject)
         if timeout == self._ack_timeout:
             self._fifo.append((time.monotonic() + timeout, token))
@@ -264,76 +286,68 @@ class AsyncPublisher:
             raise
         return fut
 
-    def _wait_for_room(self) -> None:
+    def _wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
         with self._room:
-            if not self._room.wait_for(
-                lambda: len(self._pending) < self._max_pending or self.closed, self._stall_wait
-            ):
-                raise errors.PublishStalledError(
-                    f"publish_async: {len(self._pending)} acks outstanding (the window is "
-                    f"{self._max_pending}) and none came back within {self._stall_wait} s"
-                )
+            self._waiting += 1
+            try:
+                return self._room.wait_for(ready, timeout)
+            finally:
+                self._waiting -= 1
+
+    def _wait_for_room(self) -> None:
+        if not self._wait_until(
+            lambda: len(self._pending) < self._max_pending or self.closed, self._stall_wait
+        ):
+            raise errors.PublishStalledError(
+                f"publish_async: {len(self._pending)} acks outstanding (the window is "
+                f"{self._max_pending}) and none came back within {self._stall_wait} s"
+            )
         if self.closed:
             raise errors.ConnectionClosedError("publish_async: the client is closed")
 
     def wait_all(self, timeout: float) -> None:
-        with self._room:
-            if not self._room.wait_for(lambda: not self._pending, timeout):
-                raise errors.TimeoutError(
-                    f"publish_async_completed: {len(self._pending)} acks still outstanding "
-                    f"after {timeout} s"
-                )
+        if not self._wait_until(lambda: not self._pending, timeout):
+            raise errors.TimeoutError(
+                f"publish_async_completed: {len(self._pending)} acks still outstanding "
+                f"after {timeout} s"
+            )
+
+    def _wake(self) -> None:
+        if self._waiting:
+            with self._room:
+                self._room.notify_all()
 
     def _on_ack(self, msg: Msg) -> bool:
-        """Reader thread: hand the ack over, nothing more."""
-        self._acks.put(msg)
-        return True
-
-    def _run(self) -> None:
-        get = self._acks.get
-        while True:
-            try:
-                msg: Optional[Msg] = get(timeout=_SWEEP)
-            except queue.Empty:
-                msg = None
-            resolved = 0
-            while msg is not None:
-                resolved += self._resolve(msg)
-                try:
-                    msg = self._acks.get_nowait()
-                except queue.Empty:
-                    msg = None
-            resolved += self._expire()
-            if self._nc.is_closed:
-                self._fail_all(
-                    errors.ConnectionClosedError(
-                        "the client closed before the JetStream ack arrived"
-                    )
-                )
-                return
-            if resolved:
-                with self._room:
-                    self._room.notify_all()
-
-    def _resolve(self, msg: Msg) -> int:
+        """Network thread: resolve the ack's future."""
         entry = self._pending.pop(msg.subject[self._plen :], None)
         if entry is None:
-            return 0  # an ack after its future timed out: that future already has its answer
+            return True  # an ack after its future timed out: that future has its answer
         fut, subject = entry
         if msg.status == 503:
-            fut.set_exception(
-                errors.NoStreamResponseError(
+            _settle(
+                fut,
+                error=errors.NoStreamResponseError(
                     f"no stream answered a publish to {subject!r}: no stream captures this subject"
-                )
+                ),
             )
-            return 1
-        try:
-            fut.set_result(pub_ack(msg.data, subject))
-        except errors.NATSError as exc:
-            fut.set_exception(exc)
-        return 1
+        else:
+            try:
+                _settle(fut, result=pub_ack(msg.data, subject))
+            except errors.NATSError as exc:
+                _settle(fut, error=exc)
+        if self._waiting:
+            self._wake()
+        return True
 
-    def _expire(self) -> int:
+    def _sweep(self) -> None:
+        """Timer thread: expire late futures, then come again unless closed."""
+        if self.closed:
+            return
+        self._expire()
+        self._wake()
+        self._nc._call_later(_SWEEP, self._sweep)
+
+    def _expire(self) -> None:
         now = time.monotonic()
         expired = []
         pending = self._pending
@@ -350,25 +364,39 @@ class AsyncPublisher:
                 deadline, token = heapq.heappop(heap)
                 if deadline <= now:
                     expired.append(token)
-        n = 0
         for token in expired:
-            entry = self._pending.pop(token, None)
+            entry = pending.pop(token, None)
             if entry is not None:
-                entry[0].set_exception(
-                    errors.TimeoutError(
+                _settle(
+                    entry[0],
+                    error=errors.TimeoutError(
                         f"no JetStream ack for the publish to {entry[1]!r} within its timeout"
-                    )
+                    ),
                 )
-                n += 1
-        return n
 
-    def _fail_all(self, error: errors.NATSError) -> None:
+    def _on_client_closed(self) -> None:
         self.closed = True
+        error = errors.ConnectionClosedError("the client closed before the JetStream ack arrived")
         while self._pending:
             try:
                 _, (fut, _subject) = self._pending.popitem()
             except KeyError:
                 break
-            fut.set_exception(error)
+            _settle(fut, error=error)
         with self._room:
             self._room.notify_all()
+
+
+def _settle(
+    fut: Future[api.PubAck],
+    result: Optional[api.PubAck] = None,
+    error: Optional[BaseException] = None,
+) -> None:
+    """Resolve ``fut`` unless the user cancelled it meanwhile."""
+    try:
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass  # cancelled by its owner: nobody waits for this answer
