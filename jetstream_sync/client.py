@@ -4,7 +4,10 @@ Threads of one client, each short and stoppable:
 
 * the **network thread** reads the socket, feeds the parser and routes each message to its
   subscription's queue; when the socket dies it runs the reconnect loop. It never runs user
-  code and never blocks on anything but the socket.
+  code and never blocks on anything but the socket. It waits for data with poll() outside
+  the read lock, so a thread blocked in request() or flush() may take the lock and read
+  (and route) the next bytes itself: its answer then reaches it without a thread wake-up.
+  Whoever reads, the same routing runs; disconnects are always handled here.
 * the **flusher** writes the shared write buffer with one ``sendall`` per wake-up, so
   publishes and acks from any thread are coalesced. Latency-sensitive calls (request,
   flush) write the buffer themselves instead of waiting for it.
@@ -28,6 +31,7 @@ import logging
 import os
 import queue
 import random
+import select
 import socket
 import ssl
 import threading
@@ -192,9 +196,13 @@ class _Waiter:
 
 
 class _Conn:
-    """One live socket and the parser reading it."""
+    """One live socket and the parser reading it.
 
-    __slots__ = ("info", "parser", "server", "sock")
+    ``inline``: a plain TCP socket on a platform with poll(), which any thread holding the
+    read lock may read (see Client._await); TLS sockets are read by the network thread only.
+    """
+
+    __slots__ = ("info", "inline", "parser", "server", "sock")
 
     def __init__(
         self, sock: socket.socket, parser: proto.Parser, server: _Server, info: Dict[str, Any]
@@ -203,6 +211,7 @@ class _Conn:
         self.parser = parser
         self.server = server
         self.info = info
+        self.inline = hasattr(select, "poll") and not isinstance(sock, ssl.SSLSocket)
 
 
 # --- fork safety ---------------------------------------------------------------------
@@ -262,6 +271,7 @@ class Client:
         self._pid = os.getpid()
         self._wlock = threading.Lock()
         self._send_lock = threading.Lock()
+        self._read_lock = threading.Lock()  # held while reading the socket and routing events
         self._out: Deque[Optional[bytes]] = collections.deque()
         self._kicked = False
         self._kick = threading.Event()
@@ -625,40 +635,141 @@ class Client:
             )
 
     def _read_loop(self, conn: _Conn) -> errors.NATSError:
-        """Read until the socket fails; returns why. Hot: keep it lean."""
+        """Read until the socket fails; returns why.
+
+        A plain TCP socket is waited on with poll() *without* the read lock and read
+        (non-blocking) under it, so a thread blocked in request() or flush() can take the
+        lock and read its own reply itself: no thread wake-up on the reply's path. TLS
+        sockets, whose decrypted bytes poll() cannot see, are read blocking, here only.
+        """
+        with self._read_lock:
+            err = self._dispatch(conn.parser.events())  # what came with the handshake
+        if err is not None:
+            return err
+        if not conn.inline:
+            return self._read_blocking(conn)
+        poller = select.poll()
+        try:  # fileno() is -1 once close() got there first: register refuses it
+            poller.register(conn.sock.fileno(), select.POLLIN | select.POLLPRI)
+        except (OSError, ValueError) as exc:
+            return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
+        read_lock = self._read_lock
+        while True:
+            try:
+                poller.poll()
+            except OSError as exc:
+                return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
+            with read_lock:
+                err = self._read_once(conn)
+            if err is not None:
+                return err
+
+    def _read_blocking(self, conn: _Conn) -> errors.NATSError:
         recv = conn.sock.recv
-        parser = conn.parser
-        subs = self._subs
-        msg_cls = Msg
-        try:
-            # Events that came in with the handshake's last read go first.
-            pending = parser.events()
-            while True:
-                nmsgs = nbytes = 0
-                for ev in pending:
-                    if ev.__class__ is msg_cls:
-                        nmsgs += 1
-                        nbytes += len(ev.data)
-                        sub = subs.get(ev.sid)
-                        if sub is not None:
-                            sub._deliver(ev)
-                    else:
-                        self._on_control(ev)
-                if nmsgs:
-                    self._in_msgs += nmsgs
-                    self._in_bytes += nbytes
+        while True:
+            try:
                 data = recv(_READ_SIZE)
-                if not data:
-                    return errors.ConnectionLostError(
-                        f"server {conn.server.url} closed the connection"
-                    )
-                parser.receive_data(data)
-                pending = parser.events()
+            except Exception as exc:
+                return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
+            with self._read_lock:
+                err = self._feed(conn, data)
+            if err is not None:
+                return err
+
+    def _read_once(self, conn: _Conn) -> Optional[errors.NATSError]:
+        """One non-blocking read and its events; the caller holds the read lock."""
+        try:
+            data = conn.sock.recv(_READ_SIZE, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None  # another thread read it first
+        except Exception as exc:
+            return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
+        return self._feed(conn, data)
+
+    def _feed(self, conn: _Conn, data: bytes) -> Optional[errors.NATSError]:
+        if not data:
+            return errors.ConnectionLostError(f"server {conn.server.url} closed the connection")
+        try:
+            conn.parser.receive_data(data)
+            return self._dispatch(conn.parser.events())
         except errors.ProtocolError as exc:
             self._report(exc)
             return exc
-        except Exception as exc:
+
+    def _dispatch(self, events: List[proto.Event]) -> Optional[errors.NATSError]:
+        """Route events: messages to their subscription, the rest to _on_control. Hot."""
+        subs = self._subs
+        msg_cls = Msg
+        nmsgs = nbytes = 0
+        try:
+            for ev in events:
+                if ev.__class__ is msg_cls:
+                    nmsgs += 1
+                    nbytes += len(ev.data)
+                    sub = subs.get(ev.sid)
+                    if sub is not None:
+                        sub._deliver(ev)
+                else:
+                    self._on_control(ev)
+        except Exception as exc:  # a bug in internal code: surface it, drop the connection
+            log.exception("jetstream_sync: internal error routing a message")
+            return errors.ProtocolError(f"internal error routing a message: {exc!r}")
+        finally:
+            if nmsgs:
+                self._in_msgs += nmsgs
+                self._in_bytes += nbytes
+        return None
+
+    def _await(self, waiter: _Waiter, timeout: float) -> bool:
+        """Wait for ``waiter`` up to ``timeout``; read the socket in this thread when no
+        other thread is reading it, so the answer needs no thread hop to reach us."""
+        done = waiter.lock.acquire
+        if done(False):
+            return True
+        deadline = time.monotonic() + timeout
+        read_lock = self._read_lock
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return done(False)
+            conn = self._conn
+            if conn is not None and conn.inline and read_lock.acquire(False):
+                try:
+                    if done(False):
+                        return True
+                    if self._state is _CONNECTED and self._conn is conn:
+                        err = self._poll_and_read(conn, left)
+                        if err is not None:
+                            # The network thread owns disconnects: make sure it sees this.
+                            self._shutdown_socket(conn)
+                            conn = None
+                    else:
+                        conn = None
+                finally:
+                    read_lock.release()
+                if done(False):
+                    return True
+                if conn is not None:
+                    continue
+            # Another thread is reading (it will wake us) or there is no connection.
+            if done(timeout=min(max(left, 0.0), 0.005 if conn is not None else left)):
+                return True
+
+    def _poll_and_read(self, conn: _Conn, timeout: float) -> Optional[errors.NATSError]:
+        poller = select.poll()  # one per call: a poll object is not for two threads
+        try:
+            poller.register(conn.sock.fileno(), select.POLLIN | select.POLLPRI)
+            ready = poller.poll(timeout * 1000.0)
+        except (OSError, ValueError) as exc:
             return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
+        return self._read_once(conn) if ready else None
+
+    @staticmethod
+    def _shutdown_socket(conn: _Conn) -> None:
+        try:
+            socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _on_control(self, ev: proto.Event) -> None:
         if ev is proto.PING:
@@ -698,10 +809,7 @@ class Client:
             # once means the reconnect does not wait on a server that may never do it.
             conn = self._conn
             if conn is not None:
-                try:
-                    socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                self._shutdown_socket(conn)
 
     def _on_pong(self) -> None:
         self._outstanding_pings = 0
@@ -782,10 +890,7 @@ class Client:
 
     def _kill_socket(self, conn: _Conn) -> None:
         """Wake every thread blocked on ``conn``'s socket, then close it."""
-        try:
-            socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
-        except OSError:
-            pass
+        self._shutdown_socket(conn)
         with self._send_lock:
             try:
                 conn.sock.close()
@@ -822,10 +927,7 @@ class Client:
                 conn.sock.sendall(b"".join(frames))
             except OSError:
                 # The reader will see the dead socket too and reconnect; wake it now.
-                try:
-                    socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                self._shutdown_socket(conn)
 
     def _enqueue(self, frame: bytes) -> None:
         """Queue a control frame (SUB, UNSUB, PONG) if there is a connection to send it on."""
@@ -1072,7 +1174,7 @@ class Client:
         self._resp_map[token] = waiter
         try:
             self._send_request(subject, data, self._resp_prefix + token, headers)
-            if not waiter.lock.acquire(timeout=t):
+            if not self._await(waiter, t):
                 raise errors.TimeoutError(f"request on {subject!r}: no reply within {t} s")
         finally:
             self._resp_map.pop(token, None)
@@ -1201,7 +1303,7 @@ class Client:
             self._pings.append((waiter, self._written_frames + len(self._out)))
             self._pings_in_buf += 1
         self._write_pending()
-        if not waiter.lock.acquire(timeout=deadline.remaining()):
+        if not self._await(waiter, deadline.remaining()):
             raise errors.TimeoutError(f"flush: no PONG from the server within {timeout} s")
         if waiter.error is not None:
             raise waiter.error
@@ -1217,10 +1319,7 @@ class Client:
                     )
                 )
                 self._outstanding_pings = 0
-                try:
-                    socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                self._shutdown_socket(conn)
             else:
                 self._outstanding_pings += 1
                 with self._wlock:

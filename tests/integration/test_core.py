@@ -331,3 +331,36 @@ def test_echo_false(nats_server: NATSServer) -> None:
 def test_new_inbox_unique(nc: nats.Client) -> None:
     inboxes = {nc.new_inbox() for _ in range(1000)}
     assert len(inboxes) == 1000 and all(i.startswith("_INBOX.") for i in inboxes)
+
+
+def test_reads_shared_between_requesters_and_network_thread(nats_server: NATSServer) -> None:
+    """Requesters read the socket themselves when nobody else is; no message may be lost or
+    reordered whichever thread reads it."""
+    with nats.connect(nats_server.url) as nc, nats.connect(nats_server.url) as peer:
+        peer.subscribe("mix.svc", cb=lambda m: m.respond(m.data))
+        peer.flush()
+        flood = nc.subscribe("mix.flood", pending_msgs_limit=1_000_000)
+        nc.flush()
+        errors_seen: List[BaseException] = []
+
+        def requester(n: int) -> None:
+            try:
+                for i in range(100):
+                    key = f"{n}-{i}".encode()
+                    assert nc.request("mix.svc", key, timeout=10).data == key
+                    if i % 25 == 0:
+                        nc.flush(timeout=10)
+            except BaseException as exc:
+                errors_seen.append(exc)
+
+        threads = [threading.Thread(target=requester, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for i in range(20_000):
+            peer.publish("mix.flood", str(i).encode())
+        peer.flush(timeout=10)
+        for t in threads:
+            t.join(60)
+        got = [int(flood.next_msg(timeout=10).data) for _ in range(20_000)]
+        assert not errors_seen, errors_seen[:3]
+        assert got == list(range(20_000)) and flood.dropped == 0
