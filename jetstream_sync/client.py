@@ -294,7 +294,8 @@ class Client:
         self._written_frames = 0
         self._confirmed_frames = 0
         self._rbuf_bytes = 0  # bytes buffered while disconnected
-        self._out_msgs = 0
+        self._ctl_frames = 0  # frames that are not publishes (SUB, PING, ...): see stats
+        self._dropped_frames = 0  # discarded unsent at close
         self._out_bytes = 0
         self._in_msgs = 0
         self._in_bytes = 0
@@ -579,6 +580,7 @@ class Client:
                 if sub.max_msgs:
                     resubs.append(proto.encode_unsub(sub.sid, max(1, sub.max_msgs - sub.delivered)))
             self._out.extendleft(reversed(resubs))
+            self._ctl_frames += len(resubs)
             self._state = _CONNECTED
             self._pub_fast = not self._draining_pubs
             self._outstanding_pings = 0
@@ -939,6 +941,7 @@ class Client:
         # re-subscribes from the table, which must change in the same critical section.
         if self._state is _CONNECTED:
             self._out.append(frame)
+            self._ctl_frames += 1
             if not self._kicked:
                 self._kicked = True
                 self._kick.set()
@@ -954,8 +957,9 @@ class Client:
     ) -> None:
         """Publish ``data`` to ``subject``. Returns once queued; ``flush()`` confirms."""
         if reply is None and headers is None:
-            prefix = self._pub_cache.get(subject) if subject.__class__ is str else None
-            if prefix is None:
+            try:  # (try costs nothing until it catches; a subscript beats .get())
+                prefix = self._pub_cache[subject]
+            except (KeyError, TypeError):
                 prefix = self._cache_prefix(subject)
             if data.__class__ is not bytes:
                 data = _as_bytes(data)
@@ -964,17 +968,20 @@ class Client:
                 raise errors.MaxPayloadError(
                     f"payload of {n} bytes exceeds the server's max_payload of {self._max_payload}"
                 )
-            frame = b"".join((prefix, _SIZE_LINES.get(n) or _size_line(n), data, _CRLF))
+            try:
+                size = _SIZE_LINES[n]
+            except KeyError:
+                size = _size_line(n)
+            frame = b"".join((prefix, size, data, _CRLF))
         else:
             frame, n = self._build_pub(subject, data, reply, headers)
         if not self._pub_fast:
             self._enqueue_pub_slow(frame, n)
             return
-        # No lock: deque.append is atomic, and the counters are only statistics (an
-        # interleaved += can at worst miss a count, never a message).
+        # No lock: deque.append is atomic, and the counter is only a statistic (an
+        # interleaved += can at worst miss a count, never a message). out_msgs is derived.
         out = self._out
         out.append(frame)
-        self._out_msgs += 1
         self._out_bytes += n
         if not self._kicked:
             self._kicked = True
@@ -1036,7 +1043,6 @@ class Client:
                     )
                 self._rbuf_bytes += len(frame)
             self._out.append(frame)
-            self._out_msgs += 1
             self._out_bytes += n
             if state is _CONNECTED and not self._kicked:
                 self._kicked = True
@@ -1214,7 +1220,6 @@ class Client:
             return
         out = self._out
         out.append(frame)
-        self._out_msgs += 1
         self._out_bytes += n
         if not self._kicked:
             self._kicked = True
@@ -1246,7 +1251,6 @@ class Client:
             self._enqueue_pub_slow(frame, n)
             return
         self._out.append(frame)
-        self._out_msgs += 1
         self._out_bytes += n
         self._write_pending()
 
@@ -1300,6 +1304,7 @@ class Client:
                     else errors.ConnectionLostError("flush: the connection was lost")
                 )
             self._out.append(proto.PING_FRAME)
+            self._ctl_frames += 1
             self._pings.append((waiter, self._written_frames + len(self._out)))
             self._pings_in_buf += 1
         self._write_pending()
@@ -1325,6 +1330,7 @@ class Client:
                 with self._wlock:
                     if self._state is _CONNECTED:
                         self._out.append(proto.PING_FRAME)
+                        self._ctl_frames += 1
                         self._pings.append((None, self._written_frames + len(self._out)))
                         self._pings_in_buf += 1
                         if not self._kicked:
@@ -1393,6 +1399,7 @@ class Client:
             self._state = _CLOSED
             self._pub_fast = False
             lost = sum(1 for f in self._out if f is not None and f.startswith((b"PUB ", b"HPUB ")))
+            self._dropped_frames += len(self._out)
             self._out.clear()
             waiters = [w for w, _ in self._pings]
             self._pings.clear()
@@ -1538,7 +1545,10 @@ class Client:
         """in_msgs, out_msgs, in_bytes, out_bytes (payloads), reconnects, errors_received."""
         return {
             "in_msgs": self._in_msgs,
-            "out_msgs": self._out_msgs,
+            "out_msgs": self._written_frames
+            + len(self._out)
+            + self._dropped_frames
+            - self._ctl_frames,
             "in_bytes": self._in_bytes,
             "out_bytes": self._out_bytes,
             "reconnects": self._reconnects,

@@ -364,3 +364,14 @@ def test_reads_shared_between_requesters_and_network_thread(nats_server: NATSSer
         got = [int(flood.next_msg(timeout=10).data) for _ in range(20_000)]
         assert not errors_seen, errors_seen[:3]
         assert got == list(range(20_000)) and flood.dropped == 0
+
+
+def test_out_msgs_counts_publishes_only(nats_server: NATSServer) -> None:
+    with nats.connect(nats_server.url) as nc:
+        nc.subscribe("count.a")
+        for _ in range(7):
+            nc.publish("count.a", b"12")
+        nc.flush()
+        nc.flush()
+        stats = nc.stats
+        assert stats["out_msgs"] == 7 and stats["out_bytes"] == 14
