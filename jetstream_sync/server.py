@@ -343,8 +343,31 @@ class NATSServer:
         self._res.proc = None
 
     def pause(self) -> None:
-        """Freeze the process: TCP still connects, but nothing is answered."""
+        """Freeze the process: TCP still connects, but nothing is answered.
+
+        Returns once the process is stopped (signal delivery is asynchronous: a server
+        still answering right after ``pause()`` would make fault tests flaky).
+        """
         self._signal(signal.SIGSTOP)
+        self._wait_state("Tt", what="stop")
+
+    def _wait_state(self, states: str, what: str, timeout: float = 5.0) -> None:
+        pid = self.pid
+        if pid is None:
+            return
+        stat = f"/proc/{pid}/stat"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open(stat) as f:
+                    # "pid (comm) S ...": the state follows the last ')'.
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                return  # no /proc (not Linux) or the process is gone: nothing to wait for
+            if state in states:
+                return
+            time.sleep(_POLL_INTERVAL / 4)
+        raise ServerLaunchError(f"nats-server (pid {pid}) did not {what} within {timeout} s")
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)

@@ -241,6 +241,9 @@ class AsyncPublisher:
     def __init__(self, nc: Client, max_pending: int, stall_wait: float, ack_timeout: float) -> None:
         self._nc = nc
         self._max_pending = max_pending
+        # A stalled publisher is woken once the window has drained to here, not by every
+        # ack: one wake-up per thousand messages instead of a thread switch per message.
+        self._low_water = max_pending * 3 // 4
         self._stall_wait = stall_wait
         self._ack_timeout = ack_timeout
         self._prefix = nc.new_inbox() + "."
@@ -253,7 +256,10 @@ class AsyncPublisher:
         self._expiry_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._room = threading.Condition(threading.Lock())
-        self._waiting = 0  # threads in _wait_for_room / wait_all: only then notify
+        # Threads waiting for room / for everything: acks notify only when one waits and
+        # the wait can end (low water for room, zero for all).
+        self._waiting_room = 0
+        self._waiting_all = 0
         self.closed = False
         self._dispatch = nc._callback
         nc._add_close_hook(self._on_client_closed)
@@ -286,18 +292,17 @@ class AsyncPublisher:
             raise
         return fut
 
-    def _wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
-        with self._room:
-            self._waiting += 1
-            try:
-                return self._room.wait_for(ready, timeout)
-            finally:
-                self._waiting -= 1
-
     def _wait_for_room(self) -> None:
-        if not self._wait_until(
-            lambda: len(self._pending) < self._max_pending or self.closed, self._stall_wait
-        ):
+        with self._room:
+            self._waiting_room += 1
+            try:
+                ok = self._room.wait_for(
+                    lambda: len(self._pending) < self._max_pending or self.closed,
+                    self._stall_wait,
+                )
+            finally:
+                self._waiting_room -= 1
+        if not ok:
             raise errors.PublishStalledError(
                 f"publish_async: {len(self._pending)} acks outstanding (the window is "
                 f"{self._max_pending}) and none came back within {self._stall_wait} s"
@@ -306,14 +311,20 @@ class AsyncPublisher:
             raise errors.ConnectionClosedError("publish_async: the client is closed")
 
     def wait_all(self, timeout: float) -> None:
-        if not self._wait_until(lambda: not self._pending, timeout):
+        with self._room:
+            self._waiting_all += 1
+            try:
+                ok = self._room.wait_for(lambda: not self._pending or self.closed, timeout)
+            finally:
+                self._waiting_all -= 1
+        if not ok:
             raise errors.TimeoutError(
                 f"publish_async_completed: {len(self._pending)} acks still outstanding "
                 f"after {timeout} s"
             )
 
     def _wake(self) -> None:
-        if self._waiting:
+        if self._waiting_room or self._waiting_all:
             with self._room:
                 self._room.notify_all()
 
@@ -335,8 +346,10 @@ class AsyncPublisher:
                 _settle(fut, result=pub_ack(msg.data, subject))
             except errors.NATSError as exc:
                 _settle(fut, error=exc)
-        if self._waiting:
-            self._wake()
+        if self._waiting_room or self._waiting_all:
+            n = len(self._pending)
+            if not n or (self._waiting_room and n <= self._low_water):
+                self._wake()
         return True
 
     def _sweep(self) -> None:
