@@ -22,7 +22,8 @@ import re
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+from concurrent.futures import _base as _futures_base
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .. import errors
 from .._timeouts import Deadline, check_timeout
@@ -41,7 +42,9 @@ EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 
-_SWEEP = 0.05  # how often the resolver looks for expired futures, seconds
+_SWEEP = 0.05  # how often the timer looks for expired futures, seconds
+_COND_LOCK = threading.Lock()  # makes AckFuture conditions, and settles futures without one
+_PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
 
 
 def publish_headers(
@@ -214,19 +217,61 @@ class Publisher:
 
 
 class AckFuture(Future):  # type: ignore[type-arg]
-    """A Future resolved on the network thread, whose done-callbacks run elsewhere.
+    """A Future resolved on the network thread, cheap enough to make one per message.
 
-    ``Future.set_result`` calls the done-callbacks in the resolving thread, and those are
-    user code, which the network thread never runs: ``_invoke_callbacks`` (CPython's hook,
-    present since 3.2) hands them to the client's callback thread instead.
+    Two departures from ``concurrent.futures.Future``, both through its long-stable
+    internals (``_condition``, ``_state``, ``_invoke_callbacks``):
+
+    * ``Future.__init__`` builds a Condition (an RLock, a deque, bound methods: most of a
+      future's garbage-collected objects) although most acks are never waited on; here it
+      is built on first use, and ``set_result`` / ``set_exception`` skip it while none
+      exists (nobody can be waiting then).
+    * ``set_result`` runs done-callbacks in the resolving thread, and those are user code,
+      which the network thread never runs: they go to the client's callback thread.
     """
 
-    def __init__(self, dispatch: Callable[..., None]) -> None:
-        super().__init__()
+    def __init__(self, dispatch: Callable[..., None]) -> None:  # no super().__init__: see above
+        self._state = _PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: List[Any] = []
+        self._done_callbacks: List[Any] = []
+        self._cond: Optional[threading.Condition] = None
         self._dispatch = dispatch
 
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
+        cond = self._cond
+        if cond is None:
+            with _COND_LOCK:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    def set_result(self, result: Any) -> None:
+        if not self._settle_unwatched(result, None):
+            super().set_result(result)
+
+    def set_exception(self, exception: Optional[BaseException]) -> None:
+        if not self._settle_unwatched(None, exception):
+            super().set_exception(exception)
+
+    def _settle_unwatched(self, result: Any, exception: Optional[BaseException]) -> bool:
+        """Settle without a Condition if none was ever made; False to take the usual path."""
+        with _COND_LOCK:  # the same lock _condition takes to make one: no waiter can slip in
+            if self._cond is not None:
+                return False
+            if self._state != _PENDING:
+                raise InvalidStateError(f"future already {self._state}")
+            self._result = result
+            self._exception = exception
+            self._state = _FINISHED
+        self._invoke_callbacks()
+        return True
+
     def _invoke_callbacks(self) -> None:
-        if self._done_callbacks:  # type: ignore[attr-defined]
+        if self._done_callbacks:
             self._dispatch(Future._invoke_callbacks, self)  # type: ignore[attr-defined]
 
 
