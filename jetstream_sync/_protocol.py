@@ -252,7 +252,9 @@ class Parser:
                         if len(subjects) >= _CACHE_MAX:
                             subjects.clear()
                         subjects[sb] = subject
-                    if nargs == 4 and op == b"MSG":
+                    elif nargs == 4 and op == b"MSG":
+                        # Cached on the subject's second sighting: one-off subjects (reply
+                        # inboxes, acks) would only churn this cache.
                         if len(lines) >= _CACHE_MAX:
                             lines.clear()
                         lines[line] = (subject, sid, size)

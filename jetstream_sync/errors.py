@@ -55,6 +55,7 @@ this tree in one place, :func:`map_os_error`.
 from __future__ import annotations
 
 import builtins
+import socket
 import ssl
 from typing import Optional
 
@@ -355,7 +356,7 @@ def map_os_error(exc: BaseException, *, where: str) -> NATSError:
         err = SecureConnectionRequiredError(
             f"{where}: TLS error: {getattr(exc, 'reason', None) or exc}"
         )
-    elif isinstance(exc, builtins.TimeoutError):
+    elif isinstance(exc, (builtins.TimeoutError, socket.timeout)):  # distinct before 3.10
         err = TimeoutError(f"{where}: timed out")
     elif isinstance(exc, ConnectionRefusedError):
         err = ConnectionLostError(f"{where}: connection refused")
