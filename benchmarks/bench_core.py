@@ -21,12 +21,10 @@ import argparse
 import asyncio
 import faulthandler
 import gc
-import json
 import math
 import os
 import platform
 import select
-import signal
 import subprocess
 import sys
 import threading
@@ -34,12 +32,35 @@ import time
 import tracemalloc
 import warnings
 from dataclasses import dataclass
-from importlib import metadata
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 SCRIPT = os.path.abspath(__file__)
-RESULT_MARK = "BENCH-RESULT "
+
+try:  # as a module (python -m benchmarks.X) or as a script (python benchmarks/X.py)
+    from benchmarks._harness import (
+        Outcome,
+        _cores,
+        _cpu_model,
+        _fmt_int,
+        _server_version,
+        _version,
+        emit,
+        parse_result,
+    )
+    from benchmarks._harness import run_child as _run_child
+except ImportError:
+    from _harness import (  # type: ignore[no-redef]
+        Outcome,
+        _cores,
+        _cpu_model,
+        _fmt_int,
+        _server_version,
+        _version,
+        emit,
+        parse_result,
+    )
+    from _harness import run_child as _run_child  # type: ignore[no-redef]
 
 MSG_SIZE = 128
 REQ_SIZE = 16
@@ -84,19 +105,6 @@ FULL = Sizes(
 QUICK = Sizes(
     publish=50_000, subscribe=30_000, requests=1_000, memory=50_000, runs=1, child_timeout=90
 )
-
-
-def emit(result: Dict[str, Any]) -> None:
-    """Hand a result to the parent: one marked JSON line on stdout."""
-    print(RESULT_MARK + json.dumps(result), flush=True)
-
-
-def parse_result(stdout: str) -> Optional[Dict[str, Any]]:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            parsed: Dict[str, Any] = json.loads(line[len(RESULT_MARK) :])
-            return parsed
-    return None
 
 
 # --- helper processes (always jetstream_sync) ---------------------------------------------
@@ -802,96 +810,8 @@ def run_in_child(
 # --- the parent: orchestration and report -------------------------------------------------
 
 
-@dataclass
-class Outcome:
-    runs: List[Run]
-    error: Optional[str] = None
-    stderr: str = ""
-    seconds: float = 0.0
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL a child we started in its own session, with any helper it started."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-
-
-_STACKS_DUMPED = "Timeout (0:"  # how faulthandler.dump_traceback_later's report begins
-
-
 def run_child(args: List[str], timeout: float) -> Outcome:
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, SCRIPT, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate(timeout=10)
-        reason = f"did not finish within {timeout:.0f} s; killed"
-        if _STACKS_DUMPED in err:
-            reason += " (hung: its thread stacks, dumped before the deadline, are below)"
-        return Outcome([], reason, err, time.monotonic() - started)
-    except BaseException:
-        _kill_group(proc)
-        proc.wait(10)
-        raise
-    elapsed = time.monotonic() - started
-    result = parse_result(out)
-    if result is None or proc.returncode != 0:
-        reason = f"exit code {proc.returncode}"
-        if _STACKS_DUMPED in err:
-            reason += " (hung: its thread stacks, dumped before the deadline, are below)"
-        return Outcome([], reason, err, elapsed)
-    return Outcome(list(result["runs"]), None, err, elapsed)
-
-
-def _server_version(binary: str) -> str:
-    try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
-        text = done.stdout.strip() or done.stderr.strip()
-        return text.removeprefix("nats-server:").strip()
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({exc})"
-
-
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _cores() -> str:
-    total = os.cpu_count() or 0
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = total
-    return f"{usable} usable of {total}" if usable != total else str(total)
-
-
-def _fmt_int(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"{x:,.0f}"
+    return _run_child(SCRIPT, args, timeout)
 
 
 def _fmt_1(x: Optional[float]) -> str:

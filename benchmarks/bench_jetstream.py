@@ -21,20 +21,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
-import json
 import math
 import os
 import platform
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 SCRIPT = os.path.abspath(__file__)
-RESULT_MARK = "BENCH-RESULT "
+
+try:  # as a module (python -m benchmarks.X) or as a script (python benchmarks/X.py)
+    from benchmarks._harness import (
+        Outcome,
+        _cores,
+        _cpu_model,
+        _fmt_int,
+        _server_version,
+        _version,
+        emit,
+    )
+    from benchmarks._harness import run_child as _run_child
+except ImportError:
+    from _harness import (  # type: ignore[no-redef]
+        Outcome,
+        _cores,
+        _cpu_model,
+        _fmt_int,
+        _server_version,
+        _version,
+        emit,
+    )
+    from _harness import run_child as _run_child  # type: ignore[no-redef]
 
 MSG_SIZE = 128
 PAYLOAD = b"x" * MSG_SIZE
@@ -68,19 +86,6 @@ class Sizes:
 
 FULL = Sizes(sync=5_000, pipelined=50_000, runs=5, child_timeout=150)
 QUICK = Sizes(sync=1_000, pipelined=10_000, runs=1, child_timeout=90)
-
-
-def emit(result: Dict[str, Any]) -> None:
-    """Hand a result to the parent: one marked JSON line on stdout."""
-    print(RESULT_MARK + json.dumps(result), flush=True)
-
-
-def parse_result(stdout: str) -> Optional[Dict[str, Any]]:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            parsed: Dict[str, Any] = json.loads(line[len(RESULT_MARK) :])
-            return parsed
-    return None
 
 
 # --- shared measurement helpers -----------------------------------------------------------
@@ -454,92 +459,8 @@ def run_in_child(
 # --- the parent: orchestration and report -------------------------------------------------
 
 
-@dataclass
-class Outcome:
-    runs: List[Run]
-    error: Optional[str] = None
-    stderr: str = ""
-    seconds: float = 0.0
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL a child we started in its own session, with anything it started."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-
-
-_STACKS_DUMPED = "Timeout (0:"  # how faulthandler.dump_traceback_later's report begins
-
-
 def run_child(args: List[str], timeout: float) -> Outcome:
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, SCRIPT, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate(timeout=10)
-        reason = f"did not finish within {timeout:.0f} s; killed"
-        if _STACKS_DUMPED in err:
-            reason += " (hung: its thread stacks, dumped before the deadline, are below)"
-        return Outcome([], reason, err, time.monotonic() - started)
-    except BaseException:
-        _kill_group(proc)
-        proc.wait(10)
-        raise
-    elapsed = time.monotonic() - started
-    result = parse_result(out)
-    if result is None or proc.returncode != 0:
-        reason = f"exit code {proc.returncode}"
-        if _STACKS_DUMPED in err:
-            reason += " (hung: its thread stacks, dumped before the deadline, are below)"
-        return Outcome([], reason, err, elapsed)
-    return Outcome(list(result["runs"]), None, err, elapsed)
-
-
-def _server_version(binary: str) -> str:
-    try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
-        text = done.stdout.strip() or done.stderr.strip()
-        return text.removeprefix("nats-server:").strip()
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({exc})"
-
-
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _cores() -> str:
-    total = os.cpu_count() or 0
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = total
-    return f"{usable} usable of {total}" if usable != total else str(total)
+    return _run_child(SCRIPT, args, timeout)
 
 
 def _filesystem(path: str) -> str:
@@ -559,10 +480,6 @@ def _filesystem(path: str) -> str:
     except OSError:
         pass
     return fstype
-
-
-def _fmt_int(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"{x:,.0f}"
 
 
 @dataclass

@@ -1,0 +1,127 @@
+"""What the benchmark scripts share: child processes, their results, and the machine facts.
+
+Each measurement runs in a fresh child process of the script itself (``--child ...``), which
+prints one JSON line; the parent runs children with a hard deadline and kills the whole
+process group of one that hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Dict, List, Optional
+
+Run = Dict[str, Any]
+RESULT_MARK = "BENCH-RESULT "  # the line a child prints its JSON result on
+
+
+def emit(result: Dict[str, Any]) -> None:
+    """Hand a result to the parent: one marked JSON line on stdout."""
+    print(RESULT_MARK + json.dumps(result), flush=True)
+
+
+def parse_result(stdout: str) -> Optional[Dict[str, Any]]:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            parsed: Dict[str, Any] = json.loads(line[len(RESULT_MARK) :])
+            return parsed
+    return None
+
+
+@dataclass
+class Outcome:
+    runs: List[Run]
+    error: Optional[str] = None
+    stderr: str = ""
+    seconds: float = 0.0
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a child we started in its own session, with any helper it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+_STACKS_DUMPED = "Timeout (0:"  # how faulthandler.dump_traceback_later's report begins
+
+
+def _server_version(binary: str) -> str:
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+        text = done.stdout.strip() or done.stderr.strip()
+        return text.removeprefix("nats-server:").strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cores() -> str:
+    total = os.cpu_count() or 0
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = total
+    return f"{usable} usable of {total}" if usable != total else str(total)
+
+
+def _fmt_int(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def run_child(script: str, args: List[str], timeout: float) -> Outcome:
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, script, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate(timeout=10)
+        reason = f"did not finish within {timeout:.0f} s; killed"
+        if _STACKS_DUMPED in err:
+            reason += " (hung: its thread stacks, dumped before the deadline, are below)"
+        return Outcome([], reason, err, time.monotonic() - started)
+    except BaseException:
+        _kill_group(proc)
+        proc.wait(10)
+        raise
+    elapsed = time.monotonic() - started
+    result = parse_result(out)
+    if result is None or proc.returncode != 0:
+        reason = f"exit code {proc.returncode}"
+        if _STACKS_DUMPED in err:
+            reason += " (hung: its thread stacks, dumped before the deadline, are below)"
+        return Outcome([], reason, err, elapsed)
+    return Outcome(list(result["runs"]), None, err, elapsed)
