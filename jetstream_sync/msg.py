@@ -13,6 +13,7 @@ from .errors import InvalidArgumentError, ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
+    from .jetstream.ack import MsgMetadata
 
 __all__ = ["HeaderValue", "Headers", "HeadersLike", "Msg"]
 
@@ -170,7 +171,7 @@ class Msg:
     from the header block's status line (``NATS/1.0 503``), ``None``/``""`` when absent.
     """
 
-    __slots__ = ("_client", "_hdr", "_headers", "data", "reply", "sid", "subject")
+    __slots__ = ("_ack", "_client", "_hdr", "_headers", "data", "reply", "sid", "subject")
 
     def __init__(
         self,
@@ -188,6 +189,7 @@ class Msg:
         self._hdr = hdr
         self._headers: Optional[Tuple[Optional[int], str, Headers]] = None
         self._client = client
+        self._ack = 0  # JetStream ack state: see jetstream/ack.py
 
     def _parsed(self) -> Tuple[Optional[int], str, Headers]:
         parsed = self._headers
@@ -230,6 +232,46 @@ class Msg:
             raise InvalidArgumentError("message is not bound to a client")
         # A reply is latency-bound: write it from this thread instead of waking the flusher.
         self._client._send_now(self.reply, data, headers)
+
+    # --- JetStream (see jetstream/ack.py) ----------------------------------------------
+
+    @property
+    def metadata(self) -> MsgMetadata:
+        """Stream, consumer, sequences, delivery count, pending and timestamp, from the
+        ``$JS.ACK`` reply subject; NotJSMessageError for a message that is not JetStream's."""
+        from .jetstream.ack import parse_metadata
+
+        return parse_metadata(self.reply)
+
+    def ack(self) -> None:
+        """Acknowledge (+ACK). Later ack calls on this message do nothing."""
+        from .jetstream import ack
+
+        ack.send_ack(self, ack.ACK, terminal=True)
+
+    def ack_sync(self, timeout: float = 5.0) -> None:
+        """Acknowledge and wait until the server confirms it."""
+        from .jetstream import ack
+
+        ack.ack_sync(self, timeout)
+
+    def nak(self, delay: Optional[float] = None) -> None:
+        """Negative ack (-NAK): redeliver, after ``delay`` seconds when given."""
+        from .jetstream import ack
+
+        ack.send_ack(self, ack.nak_payload(delay), terminal=True)
+
+    def in_progress(self) -> None:
+        """Work in progress (+WPI): restart the ack-wait timer. Not terminal."""
+        from .jetstream import ack
+
+        ack.send_ack(self, ack.WPI, terminal=False)
+
+    def term(self, reason: Optional[str] = None) -> None:
+        """Terminate (+TERM): never redeliver this message."""
+        from .jetstream import ack
+
+        ack.send_ack(self, ack.term_payload(reason), terminal=True)
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."

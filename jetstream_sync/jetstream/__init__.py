@@ -3,6 +3,7 @@
 ``nc.jetstream()`` returns a :class:`JetStream`; the models mirror the server's JSON.
 """
 
+from .ack import MsgMetadata, SequencePair
 from .api import (
     AccountInfo,
     AckPolicy,
@@ -30,11 +31,13 @@ __all__ = [
     "DeliverPolicy",
     "DiscardPolicy",
     "JetStream",
+    "MsgMetadata",
     "PriorityPolicy",
     "PubAck",
     "RawStreamMsg",
     "ReplayPolicy",
     "RetentionPolicy",
+    "SequencePair",
     "StorageType",
     "StoreCompression",
     "StreamConfig",

@@ -1,0 +1,88 @@
+"""Acks on the wire: what each ack call sends, as the server's trace log shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, List
+
+import pytest
+
+import jetstream_sync as nats
+from jetstream_sync import AckPolicy
+from jetstream_sync.server import NATSServer
+
+
+def _pull(nc: nats.Client, stream: str, consumer: str, batch: int) -> List[nats.Msg]:
+    """A plain pull request (the full fetch API is issue 4's): batch messages, no_wait."""
+    inbox = nc.new_inbox()
+    sub = nc.subscribe(inbox)
+    nc.publish(
+        f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}",
+        json.dumps({"batch": batch, "expires": 2_000_000_000}).encode(),
+        reply=inbox,
+    )
+    out = []
+    while len(out) < batch:
+        msg = sub.next_msg(timeout=5)
+        if msg.status is None:
+            out.append(msg)
+    sub.unsubscribe()
+    return out
+
+
+def test_ack_kinds_on_the_wire(server_factory: Callable[..., NATSServer], tmp_path: Path) -> None:
+    trace = tmp_path / "trace.log"
+    srv = server_factory(jetstream=True, trace_log=str(trace))
+    with nats.connect(srv.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="A", subjects=["a.>"])
+        js.add_consumer("A", durable_name="w", ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0)
+        for i in range(5):
+            js.publish("a.x", str(i).encode())
+        m1, m2, m3, m4, m5 = _pull(nc, "A", "w", 5)
+        md = m1.metadata
+        assert (md.stream, md.consumer, md.sequence.stream, md.num_delivered) == ("A", "w", 1, 1)
+        m1.ack()
+        m1.ack()  # terminal already sent: ignored
+        m1.nak()  # ignored too
+        m2.nak(delay=10.0)
+        m3.in_progress()
+        m3.in_progress()  # not terminal: both sent
+        m3.term("cannot parse")
+        m4.ack_sync(timeout=5)
+        m5.ack()
+        nc.flush()
+        info = js.consumer_info("A", "w")
+        # m2 waits for its nak delay; every other one is acked or terminated.
+        assert info.num_ack_pending == 1 and info.ack_floor.stream_seq == 1
+    log = trace.read_text(errors="replace")
+    sent = [
+        line.split("MSG_PAYLOAD: ")[1]
+        for line in log.splitlines()
+        if "<<- MSG_PAYLOAD" in line
+        and ("ACK" in line or "NAK" in line or "WPI" in line or "TERM" in line)
+    ]
+    assert sent == [
+        '["+ACK"]',
+        '["-NAK {\\"delay\\": 10000000000}"]',
+        '["+WPI"]',
+        '["+WPI"]',
+        '["+TERM cannot parse"]',
+        '["+ACK"]',
+        '["+ACK"]',
+    ]
+
+
+def test_ack_policy_none_ignores_acks(nc: nats.Client) -> None:
+    """An ack state of 'none' (set by the consumer APIs for ack policy none) sends nothing."""
+    from jetstream_sync.jetstream.ack import ACK_NONE
+
+    msg = nats.Msg("s", "$JS.ACK.S.C.1.2.3.4.5", b"", client=nc)
+    msg._ack = ACK_NONE
+    msg.ack()
+    msg.nak()
+    msg.term()
+    assert nc.stats["out_msgs"] == 0
+    with pytest.raises(nats.NotJSMessageError):
+        nats.Msg("s", "", b"", client=nc).in_progress()
