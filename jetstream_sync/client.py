@@ -184,6 +184,9 @@ class _Waiter:
         self.msg: Optional[Msg] = None
         self.error: Optional[errors.NATSError] = None
 
+    def ready(self) -> bool:
+        return not self.lock.locked()
+
     def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
         self.msg = msg
         self.error = error
@@ -721,37 +724,48 @@ class Client:
     def _await(self, waiter: _Waiter, timeout: float) -> bool:
         """Wait for ``waiter`` up to ``timeout``; read the socket in this thread when no
         other thread is reading it, so the answer needs no thread hop to reach us."""
-        done = waiter.lock.acquire
-        if done(False):
+        lock = waiter.lock
+        if lock.acquire(False):
             return True
         deadline = time.monotonic() + timeout
-        read_lock = self._read_lock
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return done(False)
-            conn = self._conn
-            if conn is not None and conn.inline and read_lock.acquire(False):
-                try:
-                    if done(False):
-                        return True
-                    if self._state is _CONNECTED and self._conn is conn:
-                        err = self._poll_and_read(conn, left)
-                        if err is not None:
-                            # The network thread owns disconnects: make sure it sees this.
-                            self._shutdown_socket(conn)
-                            conn = None
-                    else:
-                        conn = None
-                finally:
-                    read_lock.release()
-                if done(False):
+                return lock.acquire(False)
+            read = self._read_here(left, waiter.ready)
+            if read is None:
+                # Another thread is reading (it will wake us) or there is no connection.
+                if lock.acquire(timeout=left if self._conn is None else min(left, 0.005)):
                     return True
-                if conn is not None:
-                    continue
-            # Another thread is reading (it will wake us) or there is no connection.
-            if done(timeout=min(max(left, 0.0), 0.005 if conn is not None else left)):
+            elif read and lock.acquire(False):
                 return True
+
+    def _read_here(self, timeout: float, ready: Callable[[], bool]) -> Optional[bool]:
+        """Read and route what the socket has in this thread, waiting up to ``timeout`` for
+        it, unless ``ready()`` already holds. This is how a thread waiting for an answer
+        (request, flush, a full publish_async window) gets it without a thread wake-up.
+
+        None when this thread cannot read: another thread holds the read lock (it will
+        route what comes), or there is no connection this thread may read; otherwise
+        whether ``ready()`` holds afterwards.
+        """
+        conn = self._conn
+        read_lock = self._read_lock
+        if conn is None or not conn.inline or not read_lock.acquire(False):
+            return None
+        try:
+            if ready():  # routed by another thread before we got the lock
+                return True
+            if self._state is not _CONNECTED or self._conn is not conn:
+                return None
+            err = self._poll_and_read(conn, timeout)
+            if err is not None:
+                # The network thread owns disconnects: make sure it sees this.
+                self._shutdown_socket(conn)
+                return None
+        finally:
+            read_lock.release()
+        return ready()
 
     def _poll_and_read(self, conn: _Conn, timeout: float) -> Optional[errors.NATSError]:
         poller = select.poll()  # one per call: a poll object is not for two threads
@@ -1206,8 +1220,30 @@ class Client:
     def _publish_own_reply(
         self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
     ) -> None:
-        """publish() with a reply subject this client made (an inbox): no need to check it."""
-        self._enqueue_frame(*self._frame_own_reply(subject, data, reply, headers))
+        """publish() with a reply subject this client made (an inbox): no need to check it.
+        publish_async's path: _frame_own_reply and _enqueue_frame inlined."""
+        if headers is not None or subject.__class__ is not str or data.__class__ is not bytes:
+            self._enqueue_frame(*self._frame_own_reply(subject, data, reply, headers))
+            return
+        prefix = self._pub_cache.get(subject)
+        if prefix is None:
+            prefix = self._cache_prefix(subject)
+        n = len(data)
+        if n > self._max_payload:
+            self._check_payload(n)
+        size = _SIZE_LINES.get(n) or _size_line(n)
+        frame = b"".join((prefix, reply.encode(), b" ", size, data, _CRLF))
+        if not self._pub_fast:
+            self._enqueue_pub_slow(frame, n)
+            return
+        out = self._out
+        out.append(frame)
+        self._out_bytes += n
+        if not self._kicked:
+            self._kicked = True
+            self._kick.set()
+        if len(out) > _HIGH_WATER:
+            self._write_pending()
 
     def _publish_trusted(self, subject: str, data: bytes) -> None:
         """Publish to a subject the server gave us (an ack subject): valid by construction,

@@ -45,6 +45,7 @@ EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _SWEEP = 0.05  # how often the timer looks for expired futures, seconds
 _COND_LOCK = threading.Lock()  # makes AckFuture conditions, and settles futures without one
 _PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
+_DONE_STATES = (_futures_base.CANCELLED, _futures_base.CANCELLED_AND_NOTIFIED, _FINISHED)
 
 
 def publish_headers(
@@ -94,18 +95,43 @@ def publish_headers(
 _SIMPLE_ACK = re.compile(
     rb'\{"stream":"([^"\\]+)",(?:"domain":"([^"\\]+)",)?"seq":(\d+)(,"duplicate":true)?\}\Z'
 )
+_SEQ_KEY = b'"seq":'
+# An ack is '<head>"seq":<n>}' where the head ('{"stream":"S",' and maybe a domain) is the
+# same for every ack of a stream: once the regex has read a head, later acks of that
+# stream cost a partition, a dict lookup and an int().
+_ACK_HEADS: Dict[bytes, Tuple[str, Optional[str]]] = {}
+_ACK_HEADS_MAX = 256
+_new = object.__new__
+
+
+def _simple_pub_ack(stream: str, seq: int, domain: Optional[str]) -> api.PubAck:
+    """``PubAck(stream=stream, seq=seq, domain=domain)`` at a third of the cost: the
+    dataclass keeps every other field's default on the class, so only these are set."""
+    ack: api.PubAck = _new(api.PubAck)
+    ack.stream = stream
+    ack.seq = seq
+    if domain is not None:
+        ack.domain = domain
+    ack.extra = {}
+    return ack
 
 
 def pub_ack(data: bytes, subject: str) -> api.PubAck:
+    head, _, tail = data.rpartition(_SEQ_KEY)
+    known = _ACK_HEADS.get(head)
+    if known is not None and tail[-1:] == b"}" and tail[:-1].isdigit():
+        return _simple_pub_ack(known[0], int(tail[:-1]), known[1])
     m = _SIMPLE_ACK.match(data)
     if m is not None:
-        stream, domain, seq, dup = m.groups()
-        return api.PubAck(
-            stream=stream.decode(),
-            seq=int(seq),
-            domain=domain.decode() if domain is not None else None,
-            duplicate=True if dup else None,
-        )
+        stream_b, domain_b, seq, dup = m.groups()
+        stream = stream_b.decode()
+        domain = domain_b.decode() if domain_b is not None else None
+        if dup:
+            return api.PubAck(stream=stream, seq=int(seq), domain=domain, duplicate=True)
+        if len(_ACK_HEADS) >= _ACK_HEADS_MAX:
+            _ACK_HEADS.clear()
+        _ACK_HEADS[head] = (stream, domain)
+        return _simple_pub_ack(stream, int(seq), domain)
     obj = parse_api_response(data, subject)
     if "stream" not in obj:
         raise errors.JetStreamError(f"the answer to a publish on {subject!r} is not a PubAck")
@@ -191,16 +217,29 @@ class Publisher:
 
         ``timeout`` is this message's ack timeout (default: the context's).
         """
-        t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
-        hdrs = publish_headers(
-            headers,
-            msg_id,
-            expected_stream,
-            expected_last_seq,
-            expected_last_msg_id,
-            expected_last_subject_seq,
-        )
-        return self._async_publisher().publish(subject, data, hdrs, t)
+        if timeout is not None:
+            timeout = check_timeout(timeout, "timeout")
+        if (
+            msg_id is None
+            and expected_stream is None
+            and expected_last_seq is None
+            and expected_last_msg_id is None
+            and expected_last_subject_seq is None
+        ):
+            hdrs = headers  # the usual case, without a call: this path is hot
+        else:
+            hdrs = publish_headers(
+                headers,
+                msg_id,
+                expected_stream,
+                expected_last_seq,
+                expected_last_msg_id,
+                expected_last_subject_seq,
+            )
+        pub = self._async
+        if pub is None or pub.closed:
+            pub = self._async_publisher()
+        return pub.publish(subject, data, hdrs, timeout)
 
     def publish_async_completed(self, timeout: float = 30.0) -> None:
         """Wait until every publish_async future has resolved."""
@@ -219,24 +258,30 @@ class Publisher:
 class AckFuture(Future):  # type: ignore[type-arg]
     """A Future resolved on the network thread, cheap enough to make one per message.
 
-    Two departures from ``concurrent.futures.Future``, both through its long-stable
-    internals (``_condition``, ``_state``, ``_invoke_callbacks``):
+    Three departures from ``concurrent.futures.Future``, all through its long-stable
+    internals (``_condition``, ``_state``, ``_waiters``, ``_done_callbacks``,
+    ``_invoke_callbacks``):
 
-    * ``Future.__init__`` builds a Condition (an RLock, a deque, bound methods: most of a
-      future's garbage-collected objects) although most acks are never waited on; here it
-      is built on first use, and ``set_result`` / ``set_exception`` skip it while none
-      exists (nobody can be waiting then).
+    * ``Future.__init__`` builds a Condition (an RLock, a deque, bound methods) and two
+      lists: most of a future's garbage-collected objects, although most acks are never
+      waited on. Here the state starts as class attributes, and the Condition and lists
+      are made on first use; ``set_result`` / ``set_exception`` skip the Condition while
+      none exists (nobody can be waiting then).
+    * ``done()``, and ``result()`` / ``exception()`` of a finished future, read the state
+      without the Condition (one attribute read is atomic), so checking a settled future
+      makes nothing.
     * ``set_result`` runs done-callbacks in the resolving thread, and those are user code,
       which the network thread never runs: they go to the client's callback thread.
     """
 
+    _state = _PENDING
+    _result: Any = None
+    _exception: Optional[BaseException] = None
+    _cond: Optional[threading.Condition] = None
+    _subject = ""  # what was published: named in this future's errors
+    _deadline: Optional[float] = None  # set when the timeout is not the context's
+
     def __init__(self, dispatch: Callable[..., None]) -> None:  # no super().__init__: see above
-        self._state = _PENDING
-        self._result = None
-        self._exception = None
-        self._waiters: List[Any] = []
-        self._done_callbacks: List[Any] = []
-        self._cond: Optional[threading.Condition] = None
         self._dispatch = dispatch
 
     @property
@@ -248,6 +293,29 @@ class AckFuture(Future):  # type: ignore[type-arg]
                 if cond is None:
                     cond = self._cond = threading.Condition()
         return cond
+
+    @property
+    def _waiters(self) -> List[Any]:  # type: ignore[override]
+        return self.__dict__.setdefault("_waiter_list", [])  # type: ignore[no-any-return]
+
+    @property
+    def _done_callbacks(self) -> List[Any]:
+        return self.__dict__.setdefault("_callback_list", [])  # type: ignore[no-any-return]
+
+    def done(self) -> bool:
+        return self._state in _DONE_STATES
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        if self._state is _FINISHED:
+            if self._exception is not None:
+                raise self._exception
+            return self._result
+        return super().result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        if self._state is _FINISHED:
+            return self._exception
+        return super().exception(timeout)
 
     def set_result(self, result: Any) -> None:
         if not self._settle_unwatched(result, None):
@@ -262,25 +330,33 @@ class AckFuture(Future):  # type: ignore[type-arg]
         with _COND_LOCK:  # the same lock _condition takes to make one: no waiter can slip in
             if self._cond is not None:
                 return False
-            if self._state != _PENDING:
+            if self._state is not _PENDING:
                 raise InvalidStateError(f"future already {self._state}")
             self._result = result
             self._exception = exception
             self._state = _FINISHED
-        self._invoke_callbacks()
+        if "_callback_list" in self.__dict__:
+            self._dispatch(Future._invoke_callbacks, self)  # type: ignore[attr-defined]
         return True
 
     def _invoke_callbacks(self) -> None:
-        if self._done_callbacks:
+        if "_callback_list" in self.__dict__:
             self._dispatch(Future._invoke_callbacks, self)  # type: ignore[attr-defined]
 
 
 class AsyncPublisher:
     """Outstanding async publishes of one JetStream context.
 
-    Acks are resolved on the network thread as they arrive (a dict pop, a regex, a
+    Acks are resolved on the network thread as they arrive (a dict pop, a parse, a
     set_result: no user code, see AckFuture). The client's timer thread expires futures
     whose ack is late; the client's close hook fails the rest.
+
+    Expiry costs a publish nothing when its timeout is the context's (nearly always).
+    Every sweep notes a *checkpoint*: the newest token pending now, due one ack timeout
+    from now. Every publish up to that token was made before the sweep, so it is due no
+    later than the checkpoint; when a checkpoint falls due, the pending publishes up to its
+    token (the oldest ones: ``_pending`` keeps insertion order) fail. A future thus fails at
+    most one sweep period after its timeout, never before. Other timeouts go to a heap.
     """
 
     def __init__(self, nc: Client, max_pending: int, stall_wait: float, ack_timeout: float) -> None:
@@ -293,11 +369,9 @@ class AsyncPublisher:
         self._ack_timeout = ack_timeout
         self._prefix = nc.new_inbox() + "."
         self._plen = len(self._prefix)
-        self._pending: Dict[str, Tuple[AckFuture, str]] = {}
-        # Publishes with the default ack timeout expire in the order they were made: a FIFO
-        # (deque.append is atomic, no lock). Other timeouts go to a heap under a lock.
-        self._fifo: collections.deque[Tuple[float, str]] = collections.deque()
-        self._expiry: List[Tuple[float, str]] = []
+        self._pending: Dict[str, AckFuture] = {}
+        self._checkpoints: collections.deque[Tuple[float, int]] = collections.deque()
+        self._expiry: List[Tuple[float, str]] = []  # the other timeouts' (deadline, token)
         self._expiry_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._room = threading.Condition(threading.Lock())
@@ -318,22 +392,24 @@ class AsyncPublisher:
         return len(self._pending)
 
     def publish(
-        self, subject: str, data: bytes, headers: Optional[HeadersLike], timeout: float
+        self, subject: str, data: bytes, headers: Optional[HeadersLike], timeout: Optional[float]
     ) -> Future[api.PubAck]:
-        if len(self._pending) >= self._max_pending:
+        """Send one message; ``timeout`` None is the context's ack timeout. Hot."""
+        pending = self._pending
+        if len(pending) >= self._max_pending:
             self._wait_for_room()
         token = str(next(self._ids))
         fut = AckFuture(self._dispatch)
-        self._pending[token] = (fut, subject)
-        if timeout == self._ack_timeout:
-            self._fifo.append((time.monotonic() + timeout, token))
-        else:
+        fut._subject = subject
+        pending[token] = fut
+        if timeout is not None and timeout != self._ack_timeout:
+            deadline = fut._deadline = time.monotonic() + timeout
             with self._expiry_lock:
-                heapq.heappush(self._expiry, (time.monotonic() + timeout, token))
+                heapq.heappush(self._expiry, (deadline, token))
         try:
             self._nc._publish_own_reply(subject, data, self._prefix + token, headers)
         except BaseException:
-            self._pending.pop(token, None)
+            pending.pop(token, None)
             raise
         return fut
 
@@ -374,23 +450,24 @@ class AsyncPublisher:
                 self._room.notify_all()
 
     def _on_ack(self, msg: Msg) -> bool:
-        """Network thread: resolve the ack's future."""
-        entry = self._pending.pop(msg.subject[self._plen :], None)
-        if entry is None:
+        """Network thread: resolve the ack's future. Hot."""
+        fut = self._pending.pop(msg.subject[self._plen :], None)
+        if fut is None:
             return True  # an ack after its future timed out: that future has its answer
-        fut, subject = entry
-        if msg.status == 503:
-            _settle(
-                fut,
-                error=errors.NoStreamResponseError(
-                    f"no stream answered a publish to {subject!r}: no stream captures this subject"
-                ),
-            )
+        try:
+            if msg._hdr is not None and msg.status == 503:
+                raise errors.NoStreamResponseError(
+                    f"no stream answered a publish to {fut._subject!r}: no stream captures "
+                    "this subject"
+                )
+            ack = pub_ack(msg.data, fut._subject)
+        except errors.NATSError as exc:
+            _settle(fut, error=exc)
         else:
             try:
-                _settle(fut, result=pub_ack(msg.data, subject))
-            except errors.NATSError as exc:
-                _settle(fut, error=exc)
+                fut.set_result(ack)
+            except InvalidStateError:
+                pass  # cancelled by its owner: nobody waits for this answer
         if self._waiting_room or self._waiting_all:
             n = len(self._pending)
             if not n or (self._waiting_room and n <= self._low_water):
@@ -401,21 +478,41 @@ class AsyncPublisher:
         """Timer thread: expire late futures, then come again unless closed."""
         if self.closed:
             return
-        self._expire()
+        self._expire(time.monotonic())
         self._wake()
         self._nc._call_later(_SWEEP, self._sweep)
 
-    def _expire(self) -> None:
-        now = time.monotonic()
-        expired = []
+    def _newest_token(self) -> Optional[int]:
+        """The token most recently added to ``_pending`` (None when empty)."""
+        for _ in range(8):
+            try:
+                return int(next(reversed(self._pending)))
+            except StopIteration:
+                return None
+            except RuntimeError:  # changed size under us (another thread): look again
+                continue
+        return None  # never settled in 8 looks: the next sweep notes the checkpoint
+
+    def _expire(self, now: float) -> None:
         pending = self._pending
-        fifo = self._fifo
-        # Entries whose ack already came are dropped as they reach the front, so both hold
-        # about the unresolved publishes, not every publish of the last timeout.
-        while fifo and (fifo[0][0] <= now or fifo[0][1] not in pending):
-            deadline, token = fifo.popleft()
-            if deadline <= now:
+        expired: List[str] = []
+        # Checkpoints: the publishes with the context's timeout.
+        checkpoints = self._checkpoints
+        newest = self._newest_token()
+        if newest is not None and (not checkpoints or checkpoints[-1][1] < newest):
+            checkpoints.append((now + self._ack_timeout, newest))
+        boundary = 0
+        while checkpoints and checkpoints[0][0] <= now:
+            boundary = checkpoints.popleft()[1]
+        if boundary:
+            for token in list(pending):  # a C-level copy: the network thread pops meanwhile
+                fut = pending.get(token)
+                if fut is None or fut._deadline is not None:
+                    continue  # answered meanwhile / has a timeout of its own (the heap's)
+                if int(token) > boundary:
+                    break  # insertion order: the rest are newer
                 expired.append(token)
+        # The heap: publishes with a timeout of their own.
         with self._expiry_lock:
             heap = self._expiry
             while heap and (heap[0][0] <= now or heap[0][1] not in pending):
@@ -423,12 +520,12 @@ class AsyncPublisher:
                 if deadline <= now:
                     expired.append(token)
         for token in expired:
-            entry = pending.pop(token, None)
-            if entry is not None:
+            fut = pending.pop(token, None)
+            if fut is not None:
                 _settle(
-                    entry[0],
+                    fut,
                     error=errors.TimeoutError(
-                        f"no JetStream ack for the publish to {entry[1]!r} within its timeout"
+                        f"no JetStream ack for the publish to {fut._subject!r} within its timeout"
                     ),
                 )
 
@@ -437,7 +534,7 @@ class AsyncPublisher:
         error = errors.ConnectionClosedError("the client closed before the JetStream ack arrived")
         while self._pending:
             try:
-                _, (fut, _subject) = self._pending.popitem()
+                _, fut = self._pending.popitem()
             except KeyError:
                 break
             _settle(fut, error=error)

@@ -290,6 +290,17 @@ def test_publish_async_futures_time_out_and_fail_on_close(nats_server: NATSServe
         slow.result(timeout=10)
 
 
+def test_publish_async_default_timeout_expires(nats_server: NATSServer) -> None:
+    with nats.connect(nats_server.url) as nc:
+        js = nc.jetstream(timeout=0.3)  # the context's timeout: the checkpoint path
+        nc.subscribe("silent.default")
+        nc.flush()
+        fut = js.publish_async("silent.default", b"x")
+        with pytest.raises(nats.TimeoutError, match=r"silent\.default"):
+            fut.result(timeout=10)
+        assert js.publish_async_pending == 0
+
+
 def test_publish_async_callbacks_not_on_reader_thread(js: JetStream, stream: str) -> None:
     seen: List[str] = []
     done = threading.Event()

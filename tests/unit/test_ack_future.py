@@ -96,3 +96,17 @@ def test_wait_and_as_completed() -> None:
     done, not_done = cf.wait(futs, timeout=10)
     assert len(done) == 5 and not not_done
     assert sorted(f.result() for f in cf.as_completed(futs, timeout=10)) == [0, 1, 2, 3, 4]
+
+
+def test_reading_a_settled_future_builds_no_condition() -> None:
+    fut = AckFuture(run_now)
+    assert not fut.done()
+    fut.set_result(5)
+    assert fut.done() and fut.result() == 5 and fut.exception() is None
+    failed = AckFuture(run_now)
+    failed.set_exception(KeyError("k"))
+    assert failed.done() and isinstance(failed.exception(), KeyError)
+    with pytest.raises(KeyError):
+        failed.result()
+    assert fut._cond is None and failed._cond is None
+    assert "_waiter_list" not in vars(fut) and "_callback_list" not in vars(fut)

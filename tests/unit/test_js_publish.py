@@ -44,6 +44,22 @@ def test_fast_and_generic_ack_parsing_agree(
     assert pub_ack(data, "s") == PubAck.from_dict(obj)
 
 
+def test_acks_of_a_known_stream_take_the_cached_path_and_agree() -> None:
+    for domain in (None, "hub"):
+        obj: Dict[str, Any] = {"stream": "CACHED", "seq": 1}
+        if domain:
+            obj = {"stream": "CACHED", "domain": domain, "seq": 1}
+        for seq in (1, 2, 10**15):
+            obj["seq"] = seq
+            data = json.dumps(obj, separators=(",", ":")).encode()
+            got = pub_ack(data, "s")
+            assert got == PubAck.from_dict(obj) and got.to_dict() == obj
+    # A known head with a tail that is not a plain number goes the long way.
+    assert pub_ack(b'{"stream":"CACHED","seq":3,"duplicate":true}', "s").duplicate is True
+    with pytest.raises(errors.JetStreamError):
+        pub_ack(b'{"stream":"CACHED","seq":x}', "s")
+
+
 def test_ack_errors() -> None:
     with pytest.raises(errors.StreamWrongLastSequenceError):
         pub_ack(
