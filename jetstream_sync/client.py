@@ -196,6 +196,20 @@ class _Waiter:
             pass  # woken twice (a race between a reply and a disconnect): first one wins
 
 
+class _Forget:
+    """Stands in a ping's waiter place: on its PONG (or the connection's loss) the
+    subscription leaves the routing table. See Client._retire_sub."""
+
+    __slots__ = ("sub", "subs")
+
+    def __init__(self, subs: Dict[int, Subscription], sub: Subscription) -> None:
+        self.subs = subs
+        self.sub = sub
+
+    def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
+        self.subs.pop(self.sub.sid, None)  # sids are never reused
+
+
 class _Conn:
     """One live socket and the parser reading it.
 
@@ -286,7 +300,7 @@ class Client:
         self._pub_cache: Dict[str, bytes] = {}
         self._max_payload = 1024 * 1024
         # Pings in wire order: (waiter or None, publishes enqueued before the ping).
-        self._pings: Deque[Tuple[Optional[_Waiter], int]] = collections.deque()
+        self._pings: Deque[Tuple[Optional[Union[_Waiter, _Forget]], int]] = collections.deque()
         self._pings_in_buf = 0
         self._outstanding_pings = 0
         # Frames are counted as the flusher writes them (_written_frames); a PING's mark is
@@ -1117,6 +1131,25 @@ class Client:
 
     def _auto_unsubscribe(self, sub: Subscription, limit: int) -> None:
         self._enqueue(proto.encode_unsub(sub.sid, limit))
+
+    def _retire_sub(self, sub: Subscription) -> None:
+        """UNSUB now, but keep routing ``sub``'s messages until the server has seen the
+        UNSUB (the PONG of a PING sent right after it): what the server sent meanwhile
+        reaches the hook instead of vanishing with an unknown sid."""
+        with self._wlock:
+            if self._subs.get(sub.sid) is not sub:
+                return
+            if self._state is not _CONNECTED:
+                del self._subs[sub.sid]  # nothing in flight; a reconnect will not renew it
+                return
+            self._out.append(proto.encode_unsub(sub.sid))
+            self._out.append(proto.PING_FRAME)
+            self._ctl_frames += 2
+            self._pings.append((_Forget(self._subs, sub), self._written_frames + len(self._out)))
+            self._pings_in_buf += 1
+            if not self._kicked:
+                self._kicked = True
+                self._kick.set()
 
     def _forget_sub(self, sub: Subscription) -> None:
         self._subs.pop(sub.sid, None)

@@ -33,6 +33,14 @@ message names the problem (the subject, the limit, the server's words) and never
         ├── NoStreamResponseError                     a JS publish that no stream captured (503)
         ├── NotJSMessageError                         a message without a $JS.ACK reply
         ├── PublishStalledError                       publish_async window full too long
+        ├── NoConsumerResponseError (also NoRespondersError)  a pull nobody answered (503)
+        ├── NoHeartbeatError                          a pull's idle heartbeats stopped coming
+        ├── PullStatusError(status, description)      a pull ended by a status that is an error:
+        │   ├── ConsumerDeletedError                  409 Consumer Deleted
+        │   ├── ConsumerIsPushBasedError              409 Consumer is push based
+        │   ├── PullLimitExceededError                409 Exceeded MaxWaiting / MaxRequest...
+        │   ├── ConsumerLeadershipChangedError        409 Leadership Change, Server Shutdown
+        │   └── BadPullRequestError                   400 Bad Request
         └── APIError(code, err_code, description)     the server's API error, by err_code:
             ├── StreamNotFoundError                   10059
             ├── StreamNameAlreadyInUseError           10058
@@ -62,6 +70,7 @@ from typing import Optional
 __all__ = [
     "APIError",
     "AuthorizationError",
+    "BadPullRequestError",
     "BadRequestError",
     "BadSubjectError",
     "BadSubscriptionError",
@@ -71,7 +80,10 @@ __all__ = [
     "ConnectionClosedError",
     "ConnectionLostError",
     "ConsumerAlreadyExistsError",
+    "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
+    "ConsumerIsPushBasedError",
+    "ConsumerLeadershipChangedError",
     "ConsumerNotFoundError",
     "InvalidArgumentError",
     "JetStreamError",
@@ -82,6 +94,8 @@ __all__ = [
     "MessageTooLargeError",
     "MessagesLostError",
     "NATSError",
+    "NoConsumerResponseError",
+    "NoHeartbeatError",
     "NoMessageFoundError",
     "NoRespondersError",
     "NoServersError",
@@ -91,6 +105,8 @@ __all__ = [
     "PermissionsError",
     "ProtocolError",
     "PublishStalledError",
+    "PullLimitExceededError",
+    "PullStatusError",
     "SecureConnectionRequiredError",
     "ServerError",
     "ServiceUnavailableError",
@@ -245,6 +261,43 @@ class NotJSMessageError(JetStreamError):
 
 class PublishStalledError(JetStreamError):
     """publish_async: the window of outstanding acks stayed full for the stall wait."""
+
+
+class NoConsumerResponseError(JetStreamError, NoRespondersError):
+    """A pull request got no answer (status 503): the consumer or its stream is gone."""
+
+
+class NoHeartbeatError(JetStreamError):
+    """A pull asked for idle heartbeats and neither they nor messages came in time."""
+
+
+class PullStatusError(JetStreamError):
+    """A pull request ended by a status message that is an error, not "no messages"."""
+
+    def __init__(self, status: int, description: str, *, where: str = "") -> None:
+        self.status = status
+        self.description = description
+        super().__init__(f"{where}: {status} {description}" if where else f"{status} {description}")
+
+
+class ConsumerDeletedError(PullStatusError):
+    """409 Consumer Deleted: the consumer was deleted while a pull was waiting."""
+
+
+class ConsumerIsPushBasedError(PullStatusError):
+    """409 Consumer is push based: pulls need a pull consumer (no deliver_subject)."""
+
+
+class PullLimitExceededError(PullStatusError):
+    """409 Exceeded MaxWaiting / MaxRequestBatch / MaxRequestExpires / MaxRequestMaxBytes."""
+
+
+class ConsumerLeadershipChangedError(PullStatusError):
+    """409 Leadership Change or Server Shutdown: the pull was cut; pulling again works."""
+
+
+class BadPullRequestError(PullStatusError):
+    """400 Bad Request: the server refused the pull request's options."""
 
 
 class APIError(JetStreamError):

@@ -22,6 +22,7 @@ from .api import (
     StreamInfo,
 )
 from .context import JetStream
+from .pull import PullSubscription
 
 __all__ = [
     "AccountInfo",
@@ -34,6 +35,7 @@ __all__ = [
     "MsgMetadata",
     "PriorityPolicy",
     "PubAck",
+    "PullSubscription",
     "RawStreamMsg",
     "ReplayPolicy",
     "RetentionPolicy",

@@ -19,6 +19,7 @@ from .._timeouts import check_timeout
 from ._response import parse_api_response
 from .manager import JetStreamManager
 from .publish import AsyncPublisher, Publisher
+from .pull import PullSubscriber
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Client
@@ -28,7 +29,7 @@ __all__ = ["DEFAULT_API_PREFIX", "JetStream"]
 DEFAULT_API_PREFIX = "$JS.API"
 
 
-class JetStream(JetStreamManager, Publisher):
+class JetStream(JetStreamManager, Publisher, PullSubscriber):
     """JetStream over one client. Thread-safe; make one and share it."""
 
     def __init__(

@@ -1,0 +1,506 @@
+"""Pull subscriptions the ADR-13 way (seed 000): ``js.pull_subscribe`` and ``fetch``.
+
+A pull request is a publish to ``<prefix>.CONSUMER.MSG.NEXT.<stream>.<consumer>`` whose
+reply subject is where the server sends the messages; its body is built in one place,
+:func:`pull_request_body`. On the wire, ``fetch(batch=N)`` is::
+
+    SUB <inbox> <sid>                              a fresh inbox for this fetch
+    PUB ...MSG.NEXT.S.C <inbox> {"batch":N,"no_wait":true}
+      <- the messages already there, then 404 No Messages if they were fewer than N
+    after a bare 404 (nothing there): wait for messages with a long pull
+    UNSUB <sid> N+1                                the 404 was one; N more at most
+    PUB ...MSG.NEXT.S.C <inbox> {"batch":N,"expires":<timeout - margin in ns>}
+    UNSUB <sid>                                    only if the pull may still deliver
+
+and returns as soon as at least one message is there. ``fetch()`` of one message sends
+its no_wait request to a wildcard inbox the subscription owns (``SUB <prefix>.*`` once,
+replies to ``<prefix>.<n>``): one publish per message when messages are waiting; only a
+long pull needs a fresh inbox.
+
+Messages are rewritten to their stream subject on delivery, so they cannot say which
+pull they answer; status messages can (they come on the reply subject). Every inbox of
+a subscription therefore feeds one queue: a status for an earlier pull is ignored, and a
+message that arrives after its fetch returned is kept for the next fetch rather than
+dropped (the client keeps routing an abandoned inbox until the server has seen its
+UNSUB, see ``Client._retire_sub``). Statuses are never returned as messages: 404 and 408
+end a pull quietly, the others raise (see status.py), after the messages already
+received have been returned.
+
+One fetch runs at a time per subscription (others wait their turn, within their
+timeout); for parallel pulls make one subscription per thread on the same durable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import queue
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from .. import errors
+from .._timeouts import Deadline, check_timeout
+from ..msg import Msg
+from . import api
+from .status import (
+    END,
+    HEARTBEAT,
+    NO_MESSAGES,
+    REQUEST_TIMEOUT,
+    HeartbeatWatch,
+    classify,
+    status_error,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client import Client
+    from ..subscription import Subscription
+    from .context import JetStream
+
+__all__ = ["PullSubscriber", "PullSubscription", "pull_expires", "pull_request_body"]
+
+EXPIRES_MARGIN = 0.1  # a long pull expires this long before the fetch's own timeout (seed 000)
+_BIG = 1 << 40  # inbox subscriptions feed the fetch queue through a hook: no limits apply
+_CLOSED = Msg("", "", b"")  # put in the queue when the client closes: wakes a waiting fetch
+
+
+def pull_expires(remaining: float) -> int:
+    """The ``expires`` of a long pull, in nanoseconds, for a fetch with ``remaining``
+    seconds left: the margin before the client gives up, so the server's 408 ends the pull
+    first. Short timeouts keep half their time, never less than a millisecond."""
+    margin = EXPIRES_MARGIN if remaining > 2 * EXPIRES_MARGIN else remaining / 2
+    return max(1_000_000, int((remaining - margin) * 1e9))
+
+
+def pull_request_body(
+    batch: int,
+    *,
+    no_wait: bool = False,
+    expires: Optional[int] = None,
+    heartbeat: Optional[float] = None,
+    max_bytes: Optional[int] = None,
+    extra: Optional[Dict[str, Any]] = None,
+) -> bytes:
+    """The JSON body of a pull request (seed 000); ``expires`` is in nanoseconds."""
+    body: Dict[str, Any] = {"batch": batch}
+    if max_bytes is not None:
+        body["max_bytes"] = max_bytes
+    if no_wait:
+        body["no_wait"] = True
+    if expires is not None:
+        body["expires"] = expires
+    if heartbeat is not None:
+        body["idle_heartbeat"] = int(heartbeat * 1e9)
+    if extra:
+        body.update(extra)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _check_batch(batch: Any) -> int:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise errors.InvalidArgumentError(f"batch must be an int >= 1, got {batch!r}")
+    return batch
+
+
+class PullSubscription:
+    """A bound pull consumer: ``fetch()`` asks for messages. Made by ``js.pull_subscribe``."""
+
+    def __init__(
+        self, js: JetStream, stream: str, consumer: str, subject: Optional[str], created: bool
+    ) -> None:
+        self._js = js
+        self._nc: Client = js._nc
+        self.stream = stream
+        self.consumer = consumer
+        self.subject = subject
+        self._created = created  # the library made the consumer: it deletes it (ADR-15)
+        self._where = f"pull consumer {consumer!r} of stream {stream!r}"
+        self._next_subject = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self._q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # one fetch at a time
+        self._one_prefix = self._nc.new_inbox() + "."
+        self._one_sub: Optional[Subscription] = None
+        self._one_ids = itertools.count(1)
+        self._closed = False
+        self._nc._add_close_hook(self._on_client_closed)
+
+    def __repr__(self) -> str:
+        return f"<PullSubscription {self._where}>"
+
+    # --- reader side --------------------------------------------------------------------
+
+    def _on_msg(self, msg: Msg) -> bool:
+        """Network thread: every inbox of this subscription feeds the one queue."""
+        self._q.put(msg)
+        return True
+
+    def _on_client_closed(self) -> None:
+        self._q.put(_CLOSED)
+
+    # --- fetch --------------------------------------------------------------------------
+
+    def fetch(
+        self, batch: int = 1, timeout: float = 5.0, heartbeat: Optional[float] = None
+    ) -> List[Msg]:
+        """Up to ``batch`` messages: those already waiting at once, else the first ones to
+        come within ``timeout``. Raises :class:`~jetstream_sync.TimeoutError` when none
+        came; ``heartbeat`` asks the server for idle heartbeats during a long pull, and
+        :class:`NoHeartbeatError` when two go missing.
+        """
+        batch = _check_batch(batch)
+        t = check_timeout(timeout, "fetch timeout")
+        if t <= 0:
+            raise errors.BadTimeoutError("fetch timeout must be > 0 seconds")
+        hb: Optional[float] = None
+        if heartbeat is not None:
+            hb = check_timeout(heartbeat, "heartbeat")
+            if hb <= 0 or hb * 2 > t:
+                raise errors.InvalidArgumentError(
+                    f"heartbeat must be > 0 and at most half the fetch timeout ({t} s), "
+                    f"got {heartbeat!r}"
+                )
+        deadline = Deadline(t, f"fetch from {self._where}")
+        if not self._lock.acquire(timeout=t):
+            raise errors.TimeoutError(
+                f"fetch from {self._where}: another thread's fetch held it for {t} s"
+            )
+        try:
+            self._check_open()
+            msgs = self._take_waiting(batch)
+            if msgs:
+                return msgs
+            if batch == 1:
+                msgs = self._no_wait_one(deadline)
+                if msgs:
+                    return msgs
+            return self._pull(batch, deadline, hb, no_wait_first=batch > 1)
+        finally:
+            self._lock.release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.BadSubscriptionError(f"{self._where}: the subscription is closed")
+        if self._nc.is_closed:
+            raise errors.ConnectionClosedError(f"fetch from {self._where}: the client is closed")
+
+    def _take_waiting(self, batch: int) -> List[Msg]:
+        """Messages that arrived after an earlier fetch returned; stale statuses dropped."""
+        msgs: List[Msg] = []
+        q = self._q
+        while len(msgs) < batch:
+            try:
+                msg = q.get_nowait()
+            except queue.Empty:
+                break
+            if msg is _CLOSED:
+                q.put(msg)
+                break
+            if classify(msg) is None:
+                msgs.append(msg)
+        return msgs
+
+    def _has_msg(self) -> bool:
+        return not self._q.empty()
+
+    def _get(self, wait: float) -> Optional[Msg]:
+        """The next arrival within ``wait`` seconds, read in this thread when no other
+        thread is reading (no wake-up on the way), else handed over by the reader."""
+        q = self._q
+        try:
+            if not q.empty() or wait <= 0:
+                msg = q.get_nowait()
+            else:
+                end = time.monotonic() + wait
+                while True:
+                    read = self._nc._read_here(wait, self._has_msg)
+                    if read:
+                        msg = q.get_nowait()
+                        break
+                    if read is None:
+                        try:
+                            msg = q.get(timeout=min(wait, 0.005))
+                            break
+                        except queue.Empty:
+                            pass
+                    wait = end - time.monotonic()
+                    if wait <= 0:
+                        return None
+        except queue.Empty:
+            return None
+        if msg is _CLOSED:
+            q.put(msg)
+            raise errors.ConnectionClosedError(f"fetch from {self._where}: the client closed")
+        return msg
+
+    def _send(self, body: bytes, reply: str) -> None:
+        self._nc._send_request(self._next_subject, body, reply, None)
+
+    def _no_wait_one(self, deadline: Deadline) -> List[Msg]:
+        """fetch(1)'s first step: a no_wait pull on the subscription's wildcard inbox."""
+        if self._one_sub is None:
+            self._one_sub = self._nc._subscribe(
+                self._one_prefix + "*", None, None, None, _BIG, _BIG, hook=self._on_msg
+            )
+        reply = self._one_prefix + str(next(self._one_ids))
+        self._send(pull_request_body(1, no_wait=True), reply)
+        while True:
+            msg = self._get(deadline.remaining())
+            if msg is None:
+                raise errors.TimeoutError(
+                    f"fetch from {self._where}: no answer to the pull within its timeout"
+                )
+            kind = classify(msg)
+            if kind is None:
+                return [msg]
+            if msg.subject != reply or kind is HEARTBEAT:
+                continue  # a status for an earlier pull
+            if kind is NO_MESSAGES or kind is REQUEST_TIMEOUT or kind is END:
+                return []
+            raise status_error(msg, self._where)
+
+    def _pull(
+        self, batch: int, deadline: Deadline, hb: Optional[float], no_wait_first: bool
+    ) -> List[Msg]:
+        nc = self._nc
+        inbox = nc.new_inbox()
+        sub = nc._subscribe(inbox, None, None, None, _BIG, _BIG, hook=self._on_msg)
+        msgs: List[Msg] = []
+        finished = False  # the server will send nothing more to this inbox
+        auto_unsub = False
+        watch: Optional[HeartbeatWatch] = None
+        waiting = not no_wait_first  # a long pull is out
+        try:
+            if no_wait_first:
+                self._send(pull_request_body(batch, no_wait=True), inbox)
+            else:
+                watch = self._send_long(sub, inbox, batch, deadline, hb, unsub_after=batch)
+                auto_unsub = hb is None
+            while len(msgs) < batch:
+                if waiting and msgs:
+                    wait = 0.0  # return as soon as there is something: take what is here
+                else:
+                    wait = deadline.remaining()
+                    if watch is not None:
+                        wait = min(wait, watch.due_in())
+                msg = self._get(wait)
+                if msg is None:
+                    if (waiting and msgs) or deadline.expired:
+                        break
+                    if watch is not None and watch.missed():
+                        if msgs:
+                            break
+                        raise errors.NoHeartbeatError(
+                            f"fetch from {self._where}: no message and no heartbeat for "
+                            f"{watch.limit} s (heartbeat {hb} s)"
+                        )
+                    continue
+                if watch is not None:
+                    watch.alive()
+                kind = classify(msg)
+                if kind is None:
+                    msgs.append(msg)
+                    continue
+                if msg.subject != inbox or kind is HEARTBEAT:
+                    continue  # a status for an earlier pull, or a sign of life
+                finished = True
+                if kind is NO_MESSAGES and not waiting and not msgs:
+                    # Nothing there yet: wait for it with a long pull on the same inbox.
+                    finished = False
+                    waiting = True
+                    watch = self._send_long(sub, inbox, batch, deadline, hb, unsub_after=batch + 1)
+                    auto_unsub = hb is None
+                    continue
+                if kind is NO_MESSAGES or kind is REQUEST_TIMEOUT or kind is END:
+                    break
+                if msgs:
+                    break  # the messages first; the next pull meets the error again
+                raise status_error(msg, self._where)
+        finally:
+            if len(msgs) >= batch:
+                finished = True
+            if finished and auto_unsub and len(msgs) >= batch:
+                nc._forget_sub(sub)  # the server dropped the inbox at its UNSUB count
+            elif finished:
+                nc._unsubscribe(sub)
+            else:
+                nc._retire_sub(sub)  # the pull may still deliver: keep what comes
+        if not msgs:
+            raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
+        return msgs
+
+    def _send_long(
+        self,
+        sub: Subscription,
+        inbox: str,
+        batch: int,
+        deadline: Deadline,
+        hb: Optional[float],
+        unsub_after: int,
+    ) -> Optional[HeartbeatWatch]:
+        """A waiting pull. UNSUB after ``unsub_after`` messages leaves no interest behind
+        once it is served, but heartbeats would count too: with them, fetch unsubscribes."""
+        if hb is None:
+            self._nc._auto_unsubscribe(sub, unsub_after)
+        body = pull_request_body(batch, expires=pull_expires(deadline.remaining()), heartbeat=hb)
+        self._send(body, inbox)
+        return HeartbeatWatch(hb) if hb is not None else None
+
+    # --- the rest -----------------------------------------------------------------------
+
+    def consumer_info(self) -> api.ConsumerInfo:
+        return self._js.consumer_info(self.stream, self.consumer)
+
+    @property
+    def pending(self) -> int:
+        """Messages received after their fetch returned; the next fetch returns them."""
+        return self._q.qsize()
+
+    def unsubscribe(self) -> None:
+        """Stop: remove the inboxes, and delete the consumer if pull_subscribe made it.
+
+        Messages still queued (see ``pending``) are not acked: the server redelivers
+        them after their ack wait.
+        """
+        self._close(drain_timeout=None)
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Let a running fetch finish and the messages already sent arrive, then stop as
+        ``unsubscribe`` does."""
+        self._close(drain_timeout=check_timeout(timeout, "drain timeout"))
+
+    def _close(self, drain_timeout: Optional[float]) -> None:
+        if self._closed:
+            return
+        got = self._lock.acquire(timeout=drain_timeout if drain_timeout is not None else 0.0)
+        try:
+            self._closed = True
+            if self._one_sub is not None and not self._nc.is_closed:
+                self._nc._unsubscribe(self._one_sub)
+            if drain_timeout is not None and self._nc.is_connected:
+                self._nc.flush(drain_timeout)
+            if self._created and not self._nc.is_closed:
+                try:
+                    self._js.delete_consumer(self.stream, self.consumer)
+                except errors.ConsumerNotFoundError:
+                    pass
+        finally:
+            if got:
+                self._lock.release()
+
+
+class PullSubscriber:
+    """The pull_subscribe mixin of JetStream (the ADR-15 lookups, seed 001)."""
+
+    def pull_subscribe(
+        self,
+        subject: Optional[str],
+        durable: Optional[str] = None,
+        stream: Optional[str] = None,
+        config: Optional[api.ConsumerConfig] = None,
+    ) -> PullSubscription:
+        """Bind to a durable pull consumer, creating it when missing (or an ephemeral one
+        when ``durable`` is None). ``stream`` is found from ``subject`` when not given."""
+        js: JetStream = self  # type: ignore[assignment]
+        if config is not None and not isinstance(config, api.ConsumerConfig):
+            raise errors.InvalidArgumentError(
+                f"config must be a ConsumerConfig, got {type(config).__name__}"
+            )
+        if subject is not None and (not isinstance(subject, str) or not subject):
+            raise errors.BadSubjectError(
+                f"subject must be a non-empty str or None, got {subject!r}"
+            )
+        named = config.durable_name if config is not None else None
+        if named and durable and named != durable:
+            raise errors.InvalidArgumentError(
+                f"durable {durable!r} and config.durable_name {named!r} differ"
+            )
+        durable = durable or named
+        if durable is not None:
+            api.check_consumer_name(durable)
+        if config is not None:
+            if config.ack_policy in (api.AckPolicy.NONE, api.AckPolicy.ALL):
+                raise errors.InvalidArgumentError(
+                    "a pull subscription needs ack_policy explicit, not "
+                    f"{getattr(config.ack_policy, 'value', config.ack_policy)}"
+                )
+            if config.deliver_subject:
+                raise errors.InvalidArgumentError(
+                    "a pull consumer has no deliver_subject (that makes a push consumer)"
+                )
+        if stream is None:
+            if subject is None:
+                raise errors.InvalidArgumentError("pull_subscribe needs a subject or a stream")
+            stream = js.find_stream_name_by_subject(subject)
+        stream = api.check_stream_name(stream)
+
+        info: Optional[api.ConsumerInfo] = None
+        if durable is not None:
+            try:
+                info = js.consumer_info(stream, durable)
+            except errors.ConsumerNotFoundError:
+                info = None
+        created = False
+        if info is None:
+            cfg = dataclasses.replace(
+                config or api.ConsumerConfig(),
+                durable_name=durable,
+                ack_policy=(config.ack_policy if config else None) or api.AckPolicy.EXPLICIT,
+            )
+            if subject is not None and not cfg.filter_subject and not cfg.filter_subjects:
+                cfg = dataclasses.replace(cfg, filter_subject=subject)
+            try:
+                info = js.add_consumer(stream, cfg)
+                created = True
+            except errors.ConsumerAlreadyExistsError:
+                if durable is None:
+                    raise
+                info = js.consumer_info(stream, durable)  # made meanwhile by another process
+        if not created:
+            _check_bound(info, subject, config)
+        return PullSubscription(js, stream, info.name, subject, created)
+
+
+# Fields a binding call may leave to the consumer: its names and what the subject decides.
+_NOT_COMPARED = frozenset({"name", "durable_name", "filter_subject", "filter_subjects", "extra"})
+
+
+def _check_bound(
+    info: api.ConsumerInfo, subject: Optional[str], config: Optional[api.ConsumerConfig]
+) -> None:
+    """The checks of binding to an existing consumer (seed 001, "Consumer name")."""
+    have = info.config
+    where = f"consumer {info.name!r} of stream {info.stream_name!r}"
+    if have.deliver_subject:
+        raise errors.ConsumerIsPushBasedError(
+            409,
+            "Consumer is push based",
+            where=f"{where} delivers to {have.deliver_subject!r}: pull_subscribe needs a pull "
+            "consumer",
+        )
+    if have.ack_policy in (api.AckPolicy.NONE, api.AckPolicy.ALL):
+        raise errors.InvalidArgumentError(
+            f"{where} has ack_policy {getattr(have.ack_policy, 'value', have.ack_policy)}: "
+            "a pull subscription needs explicit"
+        )
+    if subject is not None:
+        filters = list(have.filter_subjects or [])
+        if have.filter_subject:
+            filters.append(have.filter_subject)
+        if filters and subject not in filters:
+            raise errors.InvalidArgumentError(
+                f"subject {subject!r} does not match the filter of {where}: {filters}"
+            )
+    if config is not None:
+        differ = []
+        for f in dataclasses.fields(config):
+            if f.name in _NOT_COMPARED:
+                continue
+            want = getattr(config, f.name)
+            if want is not None and want != getattr(have, f.name):
+                differ.append(f"{f.name} (asked {want!r}, has {getattr(have, f.name)!r})")
+        if differ:
+            raise errors.InvalidArgumentError(
+                f"{where} exists with another configuration, not changed: {', '.join(differ)}"
+            )

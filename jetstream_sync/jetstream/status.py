@@ -1,0 +1,142 @@
+"""Status messages of consumers: what each one means, and the heartbeat watch.
+
+JetStream answers pulls, and interrupts deliveries, with header-only messages whose first
+line carries a status (``NATS/1.0 404 No Messages``). None of them is ever handed to the
+user as a message; this module says what each one is (the table in ARCHITECTURE.md) and
+builds the error for those that are errors. The callers decide what a kind means to them:
+a legacy fetch raises on a limit that a consume() loop only reports.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional, Tuple
+
+from .. import errors
+from ..msg import Msg
+
+__all__ = [
+    "END",
+    "ERROR",
+    "HEARTBEAT",
+    "LIMIT",
+    "NO_MESSAGES",
+    "PIN_MISMATCH",
+    "REQUEST_TIMEOUT",
+    "RETRY",
+    "TERMINAL",
+    "HeartbeatWatch",
+    "classify",
+    "pending_counts",
+    "status_error",
+]
+
+# Kinds of status message.
+HEARTBEAT = "heartbeat"  # 100 Idle Heartbeat (flow control is the push side's business)
+NO_MESSAGES = "no_messages"  # 404: a no_wait pull found nothing (more)
+REQUEST_TIMEOUT = "request_timeout"  # 408: the pull's expires ran out
+END = "end"  # 409 Message Size Exceeds MaxBytes / Batch Completed: the pull is over
+LIMIT = "limit"  # 409 Exceeded MaxWaiting / MaxRequestBatch / ...: the pull was refused
+RETRY = "retry"  # 409 Leadership Change / Server Shutdown: cut, pulling again works
+TERMINAL = "terminal"  # 409 Consumer Deleted / Consumer is push based, 400: give up
+PIN_MISMATCH = "pin_mismatch"  # 423: another client holds the priority group's pin
+ERROR = "error"  # 503 (nobody answered) and anything unknown
+
+_409_KINDS: Tuple[Tuple[str, str], ...] = (
+    ("message size exceeds maxbytes", END),
+    ("batch completed", END),
+    ("exceeded max", LIMIT),  # MaxWaiting, MaxRequestBatch, MaxRequestExpires, ...
+    ("leadership change", RETRY),
+    ("server shutdown", RETRY),
+    ("consumer deleted", TERMINAL),
+    ("consumer is push based", TERMINAL),
+)
+
+
+def classify(msg: Msg) -> Optional[str]:
+    """The kind of status ``msg`` is, or None for a message to hand to the user."""
+    if msg._hdr is None:
+        return None
+    code = msg.status
+    if code is None:
+        return None
+    if code == 100:
+        return HEARTBEAT
+    if code == 404:
+        return NO_MESSAGES
+    if code == 408:
+        return REQUEST_TIMEOUT
+    if code == 409:
+        text = msg.description.lower()
+        for prefix, kind in _409_KINDS:
+            if text.startswith(prefix):
+                return kind
+        return ERROR
+    if code == 400:
+        return TERMINAL
+    if code == 423:
+        return PIN_MISMATCH
+    return ERROR
+
+
+def status_error(msg: Msg, where: str) -> errors.JetStreamError:
+    """The error a status message stands for; ``where`` names the consumer."""
+    code = msg.status or 0
+    text = msg.description
+    if code == 503:
+        return errors.NoConsumerResponseError(
+            f"{where}: no answer to the pull (503): the consumer or its stream does not exist"
+        )
+    lowered = text.lower()
+    cls: type[errors.PullStatusError] = errors.PullStatusError
+    if code == 400:
+        cls = errors.BadPullRequestError
+    elif code == 409:
+        if lowered.startswith("consumer deleted"):
+            cls = errors.ConsumerDeletedError
+        elif lowered.startswith("consumer is push based"):
+            cls = errors.ConsumerIsPushBasedError
+        elif lowered.startswith("exceeded max"):
+            cls = errors.PullLimitExceededError
+        elif lowered.startswith(("leadership change", "server shutdown")):
+            cls = errors.ConsumerLeadershipChangedError
+    return cls(code, text, where=where)
+
+
+def pending_counts(msg: Msg) -> Tuple[int, int]:
+    """(messages, bytes) a 408/409 says were still owed to the pull (0 when absent)."""
+    headers = msg.headers
+    try:
+        n = int(headers.get("Nats-Pending-Messages") or 0)
+        b = int(headers.get("Nats-Pending-Bytes") or 0)
+    except ValueError:
+        return 0, 0
+    return n, b
+
+
+class HeartbeatWatch:
+    """Raises the alarm when nothing (message or status) came for ``factor`` heartbeats.
+
+    ``alive()`` on every arrival; ``due_in()`` says how long a waiter may sleep before it
+    must look again, ``missed()`` whether the alarm is up. Reads ``time.monotonic`` on
+    each call, so tests move time with freezegun instead of sleeping.
+    """
+
+    __slots__ = ("_last", "limit")
+
+    def __init__(self, interval: float, factor: float = 2.0) -> None:
+        if interval <= 0 or factor <= 0:
+            raise errors.InvalidArgumentError(
+                f"heartbeat interval and factor must be > 0, got {interval!r} and {factor!r}"
+            )
+        self.limit = interval * factor
+        self._last = time.monotonic()
+
+    def alive(self) -> None:
+        self._last = time.monotonic()
+
+    def due_in(self) -> float:
+        return max(0.0, self._last + self.limit - time.monotonic())
+
+    def missed(self) -> bool:
+        return time.monotonic() - self._last >= self.limit

@@ -1,0 +1,420 @@
+"""pull_subscribe and fetch (ADR-13, seed 000) against a real server.
+
+The wire tests read the server's trace log: it shows each SUB, UNSUB and pull body as the
+server received them, which is what seed 000 prescribes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, List, Tuple
+
+import pytest
+
+import jetstream_sync as nats
+from jetstream_sync import AckPolicy, ConsumerConfig
+from jetstream_sync.jetstream.context import JetStream
+from jetstream_sync.server import NATSServer
+from jetstream_sync.testing import wait_until
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def js(nc: nats.Client) -> JetStream:
+    return nc.jetstream()
+
+
+@pytest.fixture
+def stream(js: JetStream) -> Iterator[str]:
+    name = f"PULL{next(_names)}"
+    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+    try:
+        yield name
+    finally:
+        js.delete_stream(name)
+
+
+def subj(stream: str, tail: str = "x") -> str:
+    return f"{stream.lower()}.{tail}"
+
+
+def publish(js: JetStream, stream: str, n: int, tail: str = "x") -> None:
+    for i in range(n):
+        js.publish(subj(stream, tail), str(i).encode())
+
+
+# --- the wire, as the server saw it -------------------------------------------------------
+
+
+def client_ops(trace: Path) -> List[Tuple[str, str]]:
+    """(operation line, payload or '') of every op our client sent, in order."""
+    ops: List[Tuple[str, str]] = []
+    for line in trace.read_text(errors="replace").splitlines():
+        if "python3-sync" not in line or "<<- " not in line:
+            continue
+        body = line.split("<<- ", 1)[1]
+        if body.startswith("MSG_PAYLOAD: "):
+            if ops:
+                ops[-1] = (ops[-1][0], json.loads(body[len("MSG_PAYLOAD: ") :])[0])
+        else:
+            ops.append((body.strip("[]"), ""))
+    return ops
+
+
+def pull_ops(ops: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """Only what a fetch sends: SUB/UNSUB of inboxes and the pull requests."""
+    keep = []
+    for op, payload in ops:
+        if op.startswith(("SUB _INBOX", "UNSUB")) or "CONSUMER.MSG.NEXT" in op:
+            keep.append((op, payload))
+    return keep
+
+
+@pytest.fixture
+def traced(
+    server_factory: Callable[..., NATSServer], tmp_path: Path
+) -> Iterator[Tuple[nats.Client, JetStream, Path]]:
+    trace = tmp_path / "trace.log"
+    srv = server_factory(jetstream=True, trace_log=str(trace))
+    with nats.connect(srv.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="W", subjects=["w.>"])
+        yield nc, js, trace
+
+
+def test_fetch_n_wire_no_wait_then_long_pull(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    nc, js, trace = traced
+    psub = js.pull_subscribe("w.x", durable="d")
+    with pytest.raises(nats.TimeoutError):
+        psub.fetch(5, timeout=1.0)
+    nc.flush()
+    ops = pull_ops(client_ops(trace))
+    (sub, _), (pub1, body1), (unsub_n, _), (pub2, body2), (unsub, _) = ops[-5:]
+    sid = sub.split()[-1]
+    inbox = sub.split()[1]
+    assert pub1.startswith(f"PUB $JS.API.CONSUMER.MSG.NEXT.W.d {inbox} ")
+    assert body1 == '{"batch":5,"no_wait":true}'
+    assert unsub_n == f"UNSUB {sid} 6"  # batch + 1: the 404 counted
+    assert pub2.startswith(f"PUB $JS.API.CONSUMER.MSG.NEXT.W.d {inbox} ")
+    long = json.loads(body2)
+    assert set(long) == {"batch", "expires"} and long["batch"] == 5
+    # expires: the timeout less the 100 ms margin, less what the no_wait round took.
+    assert 0.5e9 < long["expires"] <= 0.9e9
+    assert unsub == f"UNSUB {sid}"  # the 408 ended it with interest left: removed
+
+
+def test_fetch_n_with_messages_waiting_needs_no_long_pull(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    nc, js, trace = traced
+    psub = js.pull_subscribe("w.x", durable="d")
+    publish_w = [js.publish("w.x", str(i).encode()) for i in range(3)]
+    assert len(publish_w) == 3
+    msgs = psub.fetch(5, timeout=5)
+    assert [m.data for m in msgs] == [b"0", b"1", b"2"]
+    nc.flush()
+    ops = pull_ops(client_ops(trace))
+    sub, pub, unsub = ops[-3:]
+    sid = sub[0].split()[-1]
+    assert pub[1] == '{"batch":5,"no_wait":true}'
+    assert unsub[0] == f"UNSUB {sid}"
+    assert not any('"expires"' in payload for _, payload in ops)
+
+
+def test_fetch_one_uses_the_subscription_wildcard_inbox(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    nc, js, trace = traced
+    psub = js.pull_subscribe("w.x", durable="d")
+    for i in range(3):
+        js.publish("w.x", str(i).encode())
+    got = [psub.fetch(timeout=5)[0].data for _ in range(3)]
+    assert got == [b"0", b"1", b"2"]
+    nc.flush()
+    ops = pull_ops(client_ops(trace))
+    pulls = [(op, body) for op, body in ops if "MSG.NEXT" in op]
+    prefix = pulls[-1][0].split()[2].rsplit(".", 1)[0] + "."
+    wildcard = [op for op, _ in ops if op.startswith(f"SUB {prefix}* ")]
+    assert len(wildcard) == 1  # made once, on the first fetch(1)
+    assert [op.split()[2] for op, _ in pulls[-3:]] == [f"{prefix}1", f"{prefix}2", f"{prefix}3"]
+    assert {body for _, body in pulls[-3:]} == {'{"batch":1,"no_wait":true}'}
+    assert not [op for op, _ in ops if op.startswith("UNSUB")]  # nothing to clean up
+
+
+def test_fetch_one_waits_with_a_long_pull_on_a_fresh_inbox(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    nc, js, trace = traced
+    psub = js.pull_subscribe("w.x", durable="d")
+    threading.Timer(0.3, lambda: js.publish("w.x", b"late")).start()
+    assert [m.data for m in psub.fetch(timeout=5)] == [b"late"]
+    nc.flush()
+    ops = pull_ops(client_ops(trace))
+    pulls = [(op, json.loads(body)) for op, body in ops if "MSG.NEXT" in op]
+    assert pulls[0][1] == {"batch": 1, "no_wait": True}
+    assert pulls[1][1]["batch"] == 1 and pulls[1][1]["expires"] > 0
+    inbox = pulls[1][0].split()[2]
+    sid = next(op.split()[-1] for op, _ in ops if op.startswith(f"SUB {inbox} "))
+    assert (f"UNSUB {sid} 1", "") in ops  # served by one message: no interest left
+
+
+def test_heartbeat_goes_in_the_long_pull(traced: Tuple[nats.Client, JetStream, Path]) -> None:
+    nc, js, trace = traced
+    psub = js.pull_subscribe("w.x", durable="d")
+    with pytest.raises(nats.TimeoutError):  # heartbeats kept coming: a plain timeout
+        psub.fetch(2, timeout=1.5, heartbeat=0.2)
+    nc.flush()
+    long = [json.loads(b) for op, b in pull_ops(client_ops(trace)) if '"expires"' in b]
+    assert long[-1]["idle_heartbeat"] == 200_000_000
+
+
+# --- behaviour ----------------------------------------------------------------------------
+
+
+def test_fetch_returns_what_is_there_and_acks_work(js: JetStream, stream: str) -> None:
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    publish(js, stream, 10)
+    first = psub.fetch(4)
+    rest = psub.fetch(100, timeout=2)
+    assert [m.data for m in first + rest] == [str(i).encode() for i in range(10)]
+    for m in first + rest:
+        assert m.metadata.stream == stream and m.metadata.consumer == "w"
+        m.ack()
+    js.nc.flush()
+    wait_until(lambda: js.consumer_info(stream, "w").num_ack_pending == 0, what="acks")
+
+
+def test_fetch_that_gets_nothing_times_out_without_surfacing_statuses(
+    js: JetStream, stream: str
+) -> None:
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    for batch in (1, 3):
+        started = time.monotonic()
+        with pytest.raises(nats.TimeoutError, match="no message"):
+            psub.fetch(batch, timeout=0.5)
+        assert time.monotonic() - started < 5  # bounded by its timeout, not hanging
+    assert psub.pending == 0  # the 404s and 408s were not kept as messages
+    publish(js, stream, 1)
+    assert [m.data for m in psub.fetch(3, timeout=5)] == [b"0"]
+
+
+def test_early_return_leaves_no_pull_interest(js: JetStream, stream: str) -> None:
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    threading.Timer(0.2, lambda: publish(js, stream, 1)).start()
+    msgs = psub.fetch(10, timeout=20)
+    assert [m.data for m in msgs] == [b"0"]
+    # The long pull asked for 10 and got 1: its inbox is gone, so the server drops it.
+    wait_until(lambda: js.consumer_info(stream, "w").num_waiting == 0, what="no waiting pulls")
+    publish(js, stream, 1)
+    wait_until(lambda: js.consumer_info(stream, "w").num_pending == 1, what="not delivered")
+
+
+def test_message_in_flight_when_a_fetch_gives_up_is_kept(nc: nats.Client) -> None:
+    """_retire_sub: an UNSUBbed inbox is still routed until the server has seen the UNSUB."""
+    got: List[nats.Msg] = []
+    inbox = nc.new_inbox()
+
+    def hook(msg: nats.Msg) -> bool:
+        got.append(msg)
+        return True
+
+    sub = nc._subscribe(inbox, None, None, None, 100, 1 << 20, hook=hook)
+    nc.flush()
+    with nats.connect(nc.connected_url or "") as other:
+        with nc._read_lock:  # the message waits in the socket while we unsubscribe
+            other.publish(inbox, b"in flight")
+            other.flush()
+            nc._retire_sub(sub)
+        wait_until(lambda: got, what="the in-flight message")
+    assert [m.data for m in got] == [b"in flight"]
+    wait_until(lambda: sub.sid not in nc._subs, what="the sid forgotten after the PONG")
+
+
+def test_messages_arriving_after_a_fetch_returned_go_to_the_next(
+    js: JetStream, stream: str
+) -> None:
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    publish(js, stream, 3)
+    assert len(psub.fetch(3)) == 3
+    # Whatever lands in the queue between fetches is handed out first, never dropped.
+    psub._q.put(nats.Msg(subj(stream), "$JS.ACK.x.w.1.9.9.0.0", b"left over"))
+    assert [m.data for m in psub.fetch(5, timeout=1)] == [b"left over"]
+
+
+def test_consumer_deleted_during_fetch(js: JetStream, stream: str) -> None:
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    threading.Thread(
+        target=lambda: (
+            wait_until(lambda: js.consumer_info(stream, "w").num_waiting == 1),
+            js.delete_consumer(stream, "w"),
+        ),
+        daemon=True,
+    ).start()
+    with pytest.raises(nats.ConsumerDeletedError, match="409 Consumer Deleted"):
+        psub.fetch(5, timeout=10)
+    with pytest.raises(nats.NoConsumerResponseError, match="503"):
+        psub.fetch(1, timeout=5)
+
+
+def test_max_waiting_exceeded(js: JetStream, stream: str) -> None:
+    js.add_consumer(stream, durable_name="w", ack_policy=AckPolicy.EXPLICIT, max_waiting=1)
+    first = js.pull_subscribe(subj(stream), durable="w")
+    second = js.pull_subscribe(subj(stream), durable="w")
+    errors: List[BaseException] = []
+
+    def long_pull() -> None:
+        try:
+            first.fetch(5, timeout=3)
+        except nats.TimeoutError:
+            pass
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=long_pull)
+    t.start()
+    wait_until(lambda: js.consumer_info(stream, "w").num_waiting == 1, what="the first pull")
+    with pytest.raises(nats.PullLimitExceededError, match="Exceeded MaxWaiting"):
+        second.fetch(5, timeout=3)
+    t.join(10)
+    assert not errors
+
+
+def test_missing_heartbeats_raise(server_factory: Callable[..., NATSServer]) -> None:
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, ping_interval=30) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="HB", subjects=["hb"])
+        psub = js.pull_subscribe("hb", durable="w")
+        threading.Timer(0.5, srv.pause).start()  # after the long pull is out
+        try:
+            with pytest.raises(nats.NoHeartbeatError, match="heartbeat"):
+                psub.fetch(5, timeout=10, heartbeat=0.2)
+        finally:
+            srv.resume()
+
+
+def test_close_wakes_a_waiting_fetch(nats_server: NATSServer) -> None:
+    nc = nats.connect(nats_server.url)
+    js = nc.jetstream()
+    name = f"PULL{next(_names)}"
+    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+    try:
+        psub = js.pull_subscribe(f"{name.lower()}.x", durable="w")
+        threading.Timer(0.3, nc.close).start()
+        with pytest.raises(nats.ConnectionClosedError):
+            psub.fetch(5, timeout=30)
+    finally:
+        with nats.connect(nats_server.url) as other:
+            other.jetstream().delete_stream(name)
+
+
+def test_threads_share_a_subscription_without_duplicates(js: JetStream, stream: str) -> None:
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    publish(js, stream, 60)
+    seen: List[bytes] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            try:
+                msgs = psub.fetch(7, timeout=1)
+            except nats.TimeoutError:
+                return
+            for m in msgs:
+                m.ack()
+            with lock:
+                seen.extend(m.data for m in msgs)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(seen, key=int) == [str(i).encode() for i in range(60)]
+
+
+# --- pull_subscribe: the ADR-15 lookups ---------------------------------------------------
+
+
+def test_stream_found_by_subject_and_made_consumer_deleted_on_unsubscribe(
+    js: JetStream, stream: str
+) -> None:
+    psub = js.pull_subscribe(subj(stream), durable="made")
+    assert psub.stream == stream
+    info = psub.consumer_info()
+    assert info.config.filter_subject == subj(stream)
+    assert info.config.ack_policy == AckPolicy.EXPLICIT
+    psub.unsubscribe()
+    with pytest.raises(nats.ConsumerNotFoundError):
+        js.consumer_info(stream, "made")
+
+
+def test_binding_to_an_existing_durable_keeps_it(js: JetStream, stream: str) -> None:
+    js.add_consumer(
+        stream, durable_name="kept", ack_policy=AckPolicy.EXPLICIT, filter_subject=subj(stream)
+    )
+    psub = js.pull_subscribe(subj(stream), durable="kept", stream=stream)
+    publish(js, stream, 1)
+    assert psub.fetch()[0].data == b"0"
+    psub.drain(timeout=5)
+    assert js.consumer_info(stream, "kept").name == "kept"
+
+
+def test_ephemeral_pull_subscription(js: JetStream, stream: str) -> None:
+    psub = js.pull_subscribe(subj(stream))
+    publish(js, stream, 2)
+    assert len(psub.fetch(2, timeout=5)) == 2
+    name = psub.consumer
+    psub.unsubscribe()
+    assert name not in js.consumer_names(stream)
+
+
+def test_binding_checks(js: JetStream, stream: str) -> None:
+    js.add_consumer(stream, durable_name="push", deliver_subject="somewhere.else")
+    with pytest.raises(nats.ConsumerIsPushBasedError, match="push based"):
+        js.pull_subscribe(subj(stream), durable="push")
+    js.add_consumer(
+        stream, durable_name="filtered", ack_policy="explicit", filter_subject=subj(stream, "a")
+    )
+    with pytest.raises(nats.InvalidArgumentError, match="does not match the filter"):
+        js.pull_subscribe(subj(stream, "b"), durable="filtered")
+    with pytest.raises(nats.InvalidArgumentError, match="max_ack_pending"):
+        js.pull_subscribe(
+            subj(stream, "a"), durable="filtered", config=ConsumerConfig(max_ack_pending=7)
+        )
+    js.add_consumer(stream, durable_name="none", ack_policy=AckPolicy.NONE)
+    with pytest.raises(nats.InvalidArgumentError, match="ack_policy none"):
+        js.pull_subscribe(subj(stream), durable="none")
+
+
+def test_bad_arguments(js: JetStream, stream: str) -> None:
+    with pytest.raises(nats.InvalidArgumentError, match="ack_policy explicit"):
+        js.pull_subscribe(subj(stream), config=ConsumerConfig(ack_policy=AckPolicy.ALL))
+    with pytest.raises(nats.InvalidArgumentError, match="subject or a stream"):
+        js.pull_subscribe(None)
+    with pytest.raises(nats.InvalidArgumentError, match="differ"):
+        js.pull_subscribe(subj(stream), durable="a", config=ConsumerConfig(durable_name="b"))
+    with pytest.raises(nats.StreamNotFoundError):
+        js.pull_subscribe("no.stream.here")
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    for bad in (0, -1, 1.5, True, "3"):
+        with pytest.raises(nats.InvalidArgumentError, match="batch"):
+            psub.fetch(bad)  # type: ignore[arg-type]
+    with pytest.raises(nats.BadTimeoutError):
+        psub.fetch(1, timeout=-1)
+    with pytest.raises(nats.BadTimeoutError):
+        psub.fetch(1, timeout=0)
+    with pytest.raises(nats.InvalidArgumentError, match="half the fetch timeout"):
+        psub.fetch(1, timeout=1, heartbeat=0.8)
+    psub.unsubscribe()
+    with pytest.raises(nats.BadSubscriptionError, match="closed"):
+        psub.fetch()
+    assert re.search(r"PullSubscription", repr(psub))
