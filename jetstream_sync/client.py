@@ -327,6 +327,7 @@ class Client:
         self._threads: List[threading.Thread] = []
         self._timers: Optional[Timers] = None
         self._close_hooks: List[Callable[[], None]] = []
+        self._reconnect_hooks: List[Callable[[], None]] = []
         self._last_error: Optional[errors.NATSError] = None
 
     # --- connecting -------------------------------------------------------------------
@@ -604,6 +605,11 @@ class Client:
         self._connected.set()
         if reconnect:
             self._reconnects += 1
+            for hook in list(self._reconnect_hooks):
+                try:
+                    hook()
+                except Exception as exc:  # a bug in internal code: never stop the reconnect
+                    self._on_internal_error(exc)
             self._callback(self._reconnected_cb)
         else:
             for t in self._threads:
@@ -1336,6 +1342,23 @@ class Client:
         """Run internal ``fn`` on the timer thread after ``delay`` (not after close)."""
         if self._timers is not None and not self._closing:
             self._timers.call_later(delay, fn)
+
+    def _remove_close_hook(self, fn: Callable[[], None]) -> None:
+        try:
+            self._close_hooks.remove(fn)
+        except ValueError:
+            pass
+
+    def _add_reconnect_hook(self, fn: Callable[[], None]) -> None:
+        """Run internal ``fn`` on the network thread after each reconnect (it must not
+        block: pull consumers use it to re-pull, since the server forgot their pulls)."""
+        self._reconnect_hooks.append(fn)
+
+    def _remove_reconnect_hook(self, fn: Callable[[], None]) -> None:
+        try:
+            self._reconnect_hooks.remove(fn)
+        except ValueError:
+            pass
 
     def _add_close_hook(self, fn: Callable[[], None]) -> None:
         """Run internal ``fn`` once when the client closes (or at once if it has)."""

@@ -21,20 +21,24 @@ from .api import (
     StreamConfig,
     StreamInfo,
 )
+from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
 from .pull import PullSubscription
 
 __all__ = [
     "AccountInfo",
     "AckPolicy",
+    "ConsumeContext",
     "ConsumerConfig",
     "ConsumerInfo",
     "DeliverPolicy",
     "DiscardPolicy",
     "JetStream",
+    "MessagesContext",
     "MsgMetadata",
     "PriorityPolicy",
     "PubAck",
+    "PullConsumer",
     "PullSubscription",
     "RawStreamMsg",
     "ReplayPolicy",

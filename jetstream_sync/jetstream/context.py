@@ -17,6 +17,7 @@ from .. import errors
 from .._protocol import check_publish_subject
 from .._timeouts import check_timeout
 from ._response import parse_api_response
+from .consumer import ConsumerFactory
 from .manager import JetStreamManager
 from .publish import AsyncPublisher, Publisher
 from .pull import PullSubscriber
@@ -29,7 +30,7 @@ __all__ = ["DEFAULT_API_PREFIX", "JetStream"]
 DEFAULT_API_PREFIX = "$JS.API"
 
 
-class JetStream(JetStreamManager, Publisher, PullSubscriber):
+class JetStream(JetStreamManager, Publisher, PullSubscriber, ConsumerFactory):
     """JetStream over one client. Thread-safe; make one and share it."""
 
     def __init__(

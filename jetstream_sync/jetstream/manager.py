@@ -251,11 +251,6 @@ class JetStreamManager:
         """Change an existing consumer; a missing one is :class:`ConsumerDoesNotExistError`."""
         return self._upsert_consumer(stream, config, fields, "update")
 
-    def create_or_update_consumer(
-        self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
-    ) -> api.ConsumerInfo:
-        return self._upsert_consumer(stream, config, fields, "")
-
     def _upsert_consumer(
         self,
         stream: str,

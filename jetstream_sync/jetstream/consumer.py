@@ -1,0 +1,628 @@
+"""The simplified pull API (ADR-37): ``js.consumer()`` gives a :class:`PullConsumer`.
+
+* ``fetch()`` — one pull request, answered until it is complete or expires.
+* ``next()`` — one message.
+* ``messages()`` / ``consume(cb)`` — a continuous pull (:class:`_Pump`): up to
+  ``max_messages`` are asked for, and once half of them have arrived the rest is asked for
+  again, so messages keep flowing without a round trip per batch.
+
+The pump keeps count of what its pulls may still deliver (pending messages and bytes),
+subtracting what arrives and what a 408 / 409 says was not delivered
+(``Nats-Pending-Messages`` / ``Nats-Pending-Bytes``). It asks for idle heartbeats; two
+missed ones are reported through ``error_cb`` (a :class:`NoHeartbeatError`) and answered
+with a fresh pull, as is a reconnect (the server forgets the pulls of a connection that
+went away): a consume() survives a server restart without the user doing anything.
+Terminal statuses (consumer deleted, push based, bad request) end it and surface the
+error. All of this runs on the consuming thread — the iterator's caller or the consume
+thread — never on the network thread, which only queues what arrives.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
+
+from .. import errors
+from .._timeouts import Deadline, check_timeout
+from ..msg import Msg
+from . import api
+from .ack import ACK_NONE
+from .pull import pull_expires, pull_request_body
+from .status import (
+    END,
+    ERROR,
+    HEARTBEAT,
+    LIMIT,
+    NO_MESSAGES,
+    REQUEST_TIMEOUT,
+    RETRY,
+    TERMINAL,
+    HeartbeatWatch,
+    classify,
+    pending_counts,
+    status_error,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..client import Client
+    from .context import JetStream
+
+__all__ = ["ConsumeContext", "ConsumerFactory", "MessagesContext", "PullConsumer"]
+
+_BIG = 1 << 40
+_MAX_BYTES_BATCH = 1_000_000  # with max_bytes, the message count is not the limit (ADR-37)
+_RETRY_WAIT = 0.5  # before pulling again after a refused pull or a failed consumer check
+_WAKE = Msg("", "", b"")  # queued by the reconnect hook: look at the flags
+_STOP = Msg("", "", b"")  # queued by stop(): no more messages
+_CLOSED = Msg("", "", b"")  # queued when the client closes
+
+
+def _check_count(value: Any, what: str, allow_none: bool = True) -> Optional[int]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise errors.InvalidArgumentError(f"{what} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _heartbeat_for(expires: float, heartbeat: Optional[float]) -> float:
+    """The idle heartbeat of a continuous pull: given, or half the expiry up to 30 s."""
+    if heartbeat is None:
+        return min(expires / 2, 30.0)
+    hb = check_timeout(heartbeat, "heartbeat")
+    if hb <= 0 or hb * 2 > expires:
+        raise errors.InvalidArgumentError(
+            f"heartbeat must be > 0 and at most half of expires ({expires} s), got {heartbeat!r}"
+        )
+    return hb
+
+
+class PullConsumer:
+    """A pull consumer on the server, bound by ``js.consumer()`` or made by
+    ``js.create_or_update_consumer()``. Thread-safe: every call has its own inbox."""
+
+    def __init__(self, js: JetStream, stream: str, info: api.ConsumerInfo) -> None:
+        self._js = js
+        self._nc: Client = js._nc
+        self.stream = stream
+        self.name = info.name
+        self.info = info  # as of the last consumer_info() (or creation)
+        self._next_subject = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{info.name}"
+        self._ack_none = info.config.ack_policy == api.AckPolicy.NONE
+        self._where = f"consumer {info.name!r} of stream {stream!r}"
+
+    def __repr__(self) -> str:
+        return f"<PullConsumer {self._where}>"
+
+    def consumer_info(self) -> api.ConsumerInfo:
+        """Fresh info from the server (also kept in ``info``)."""
+        self.info = self._js.consumer_info(self.stream, self.name)
+        return self.info
+
+    def _prepare(self, msg: Msg) -> Msg:
+        if self._ack_none:
+            msg._ack = ACK_NONE  # ack calls on it do nothing (ADR-15)
+        return msg
+
+    # --- one pull -----------------------------------------------------------------------
+
+    def fetch(
+        self,
+        max_messages: Optional[int] = None,
+        max_wait: float = 5.0,
+        max_bytes: Optional[int] = None,
+        heartbeat: Optional[float] = None,
+        no_wait: bool = False,
+    ) -> List[Msg]:
+        """One pull request for ``max_messages`` (default 100) or ``max_bytes``: the messages
+        that came before it was complete or ``max_wait`` ran out (possibly none). With
+        ``no_wait``, only what is there already."""
+        if max_messages is not None and max_bytes is not None:
+            raise errors.InvalidArgumentError("give max_messages or max_bytes, not both")
+        n = _check_count(max_messages, "max_messages")
+        nbytes = _check_count(max_bytes, "max_bytes")
+        batch = n or (_MAX_BYTES_BATCH if nbytes else 100)
+        t = check_timeout(max_wait, "max_wait")
+        if t <= 0:
+            raise errors.BadTimeoutError("max_wait must be > 0 seconds")
+        hb: Optional[float] = None
+        if heartbeat is not None:
+            hb = check_timeout(heartbeat, "heartbeat")
+            if hb <= 0 or hb * 2 > t:
+                raise errors.InvalidArgumentError(
+                    f"heartbeat must be > 0 and at most half of max_wait ({t} s), got {heartbeat!r}"
+                )
+        if self._nc.is_closed:
+            raise errors.ConnectionClosedError(f"fetch from {self._where}: the client is closed")
+        return self._one_pull(batch, nbytes, Deadline(t), hb, no_wait)
+
+    def next(self, timeout: float = 5.0) -> Msg:
+        """The next message; :class:`~jetstream_sync.TimeoutError` when none came in time."""
+        t = check_timeout(timeout, "timeout")
+        if t <= 0:
+            raise errors.BadTimeoutError("timeout must be > 0 seconds")
+        msgs = self._one_pull(1, None, Deadline(t), None, False)
+        if not msgs:
+            raise errors.TimeoutError(f"next from {self._where}: no message within {t} s")
+        return msgs[0]
+
+    def _one_pull(
+        self,
+        batch: int,
+        max_bytes: Optional[int],
+        deadline: Deadline,
+        hb: Optional[float],
+        no_wait: bool,
+    ) -> List[Msg]:
+        nc = self._nc
+        q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
+
+        def on_msg(msg: Msg) -> bool:
+            q.put(msg)
+            return True
+
+        inbox = nc.new_inbox()
+        sub = nc._subscribe(inbox, None, None, None, _BIG, _BIG, hook=on_msg)
+
+        def on_close() -> None:  # wakes the wait below if the client closes meanwhile
+            q.put(_CLOSED)
+
+        nc._add_close_hook(on_close)
+        if no_wait:
+            body = pull_request_body(batch, no_wait=True, max_bytes=max_bytes)
+        else:
+            body = pull_request_body(
+                batch,
+                expires=pull_expires(deadline.remaining()),
+                heartbeat=hb,
+                max_bytes=max_bytes,
+            )
+        msgs: List[Msg] = []
+        finished = False
+        watch = HeartbeatWatch(hb) if hb is not None else None
+        try:
+            nc._send_request(self._next_subject, body, inbox, None)
+            while len(msgs) < batch:
+                wait = deadline.remaining()
+                if watch is not None:
+                    wait = min(wait, watch.due_in())
+                try:
+                    msg = q.get(timeout=wait) if wait > 0 else q.get_nowait()
+                except queue.Empty:
+                    if watch is not None and watch.missed() and not deadline.expired:
+                        raise errors.NoHeartbeatError(
+                            f"fetch from {self._where}: no message and no heartbeat for "
+                            f"{watch.limit} s"
+                        ) from None
+                    break
+                if msg is _CLOSED:
+                    if msgs:
+                        break
+                    raise errors.ConnectionClosedError(f"fetch from {self._where}: client closed")
+                if watch is not None:
+                    watch.alive()
+                kind = classify(msg)
+                if kind is None:
+                    msgs.append(self._prepare(msg))
+                elif kind is HEARTBEAT:
+                    continue
+                elif kind in (NO_MESSAGES, REQUEST_TIMEOUT, END):
+                    finished = True
+                    break
+                else:
+                    finished = True
+                    if msgs:
+                        break  # the messages first; the next pull meets the error again
+                    raise status_error(msg, self._where)
+        finally:
+            nc._remove_close_hook(on_close)
+            if finished or len(msgs) >= batch:
+                nc._unsubscribe(sub)
+            else:
+                nc._retire_sub(sub)  # it may still deliver: let in-flight ones arrive
+        return msgs
+
+    # --- continuous pulls ---------------------------------------------------------------
+
+    def messages(
+        self,
+        max_messages: Optional[int] = None,
+        expires: float = 30.0,
+        max_bytes: Optional[int] = None,
+        heartbeat: Optional[float] = None,
+    ) -> MessagesContext:
+        """An iterator over messages as they come, pulling ahead (see the module doc).
+        Use it as a context manager, or call ``stop()``: it ends the iteration."""
+        return MessagesContext(self._pump(max_messages, expires, max_bytes, heartbeat))
+
+    def consume(
+        self,
+        cb: Callable[[Msg], None],
+        max_messages: Optional[int] = None,
+        expires: float = 30.0,
+        max_bytes: Optional[int] = None,
+        heartbeat: Optional[float] = None,
+    ) -> ConsumeContext:
+        """Run ``cb(msg)`` on a thread of its own for every message, in order, until
+        ``stop()`` / ``drain()`` or a terminal error (``error``, also sent to error_cb)."""
+        if not callable(cb):
+            raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
+        return ConsumeContext(self._pump(max_messages, expires, max_bytes, heartbeat), cb)
+
+    def _pump(
+        self,
+        max_messages: Optional[int],
+        expires: float,
+        max_bytes: Optional[int],
+        heartbeat: Optional[float],
+    ) -> _Pump:
+        if max_messages is not None and max_bytes is not None:
+            raise errors.InvalidArgumentError("give max_messages or max_bytes, not both")
+        n = _check_count(max_messages, "max_messages")
+        nbytes = _check_count(max_bytes, "max_bytes")
+        exp = check_timeout(expires, "expires")
+        if exp < 1.0:
+            raise errors.InvalidArgumentError(f"expires must be >= 1 s, got {expires!r}")
+        hb = _heartbeat_for(exp, heartbeat)
+        return _Pump(self, n or (_MAX_BYTES_BATCH if nbytes else 500), nbytes, exp, hb)
+
+
+class _Pump:
+    """One continuous pull, driven by ``get()`` on the consuming thread."""
+
+    def __init__(
+        self,
+        consumer: PullConsumer,
+        max_messages: int,
+        max_bytes: Optional[int],
+        expires: float,
+        heartbeat: float,
+    ) -> None:
+        self._c = consumer
+        self._nc = consumer._nc
+        self._max_msgs = max_messages
+        self._max_bytes = max_bytes
+        self._threshold_msgs = max(1, max_messages // 2)
+        self._threshold_bytes = max_bytes // 2 if max_bytes else 0
+        self._expires_ns = int(expires * 1e9)
+        self._hb = heartbeat
+        self._q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
+        self._pending_msgs = 0
+        self._pending_bytes = 0
+        self._watch = HeartbeatWatch(heartbeat)
+        self._repull = False  # set on the network thread by a reconnect
+        self._pull_at: Optional[float] = None  # a pull put off until then (after a refusal)
+        self.stopped = False
+        self.error: Optional[errors.NATSError] = None
+        self._lock = threading.Lock()  # one get() at a time
+        self._inbox = self._nc.new_inbox()
+        self._sub = self._nc._subscribe(
+            self._inbox, None, None, None, _BIG, _BIG, hook=self._on_msg
+        )
+        self._nc._add_reconnect_hook(self._on_reconnect)
+        self._nc._add_close_hook(self._on_close)
+        self._pull()
+
+    # network / timer threads: queue and flag only
+    def _on_msg(self, msg: Msg) -> bool:
+        self._q.put(msg)
+        return True
+
+    def _on_reconnect(self) -> None:
+        self._repull = True
+        self._q.put(_WAKE)
+
+    def _on_close(self) -> None:
+        self._q.put(_CLOSED)
+
+    # the consuming thread
+    def _pull(self) -> None:
+        """Ask for what brings the outstanding count back to the maximum."""
+        want = self._max_msgs - self._pending_msgs
+        want_bytes: Optional[int] = None
+        if self._max_bytes:
+            want_bytes = self._max_bytes - self._pending_bytes
+            if want_bytes <= 0:
+                return
+        if want <= 0:
+            return
+        body = pull_request_body(
+            want, expires=self._expires_ns, heartbeat=self._hb, max_bytes=want_bytes
+        )
+        self._pending_msgs += want
+        if want_bytes:
+            self._pending_bytes += want_bytes
+        self._pull_at = None
+        try:
+            self._nc._publish_own_reply(self._c._next_subject, body, self._inbox, None)
+        except errors.NATSError as exc:  # disconnected with a full buffer, or closing
+            self._report(exc)
+            self._reset(later=True)
+
+    def _reset(self, later: bool = False) -> None:
+        """Forget what earlier pulls may deliver and pull afresh (now or a bit later)."""
+        self._pending_msgs = 0
+        self._pending_bytes = 0
+        if later:
+            self._pull_at = time.monotonic() + _RETRY_WAIT
+        else:
+            self._pull()
+
+    def _report(self, err: errors.NATSError) -> None:
+        self._nc._report(err)
+
+    def _fail(self, err: errors.NATSError) -> errors.NATSError:
+        self.error = err
+        self._report(err)
+        self.stop()
+        return err
+
+    def _check_consumer(self) -> None:
+        """After a 503 or missed heartbeats: is the consumer still there? Terminal if not."""
+        try:
+            self._c.consumer_info()
+        except errors.ConsumerNotFoundError:
+            raise self._fail(
+                errors.ConsumerDeletedError(409, "Consumer Deleted", where=self._c._where)
+            ) from None
+        except errors.NATSError as exc:  # not reachable yet (a restart): try again later
+            self._report(exc)
+            self._reset(later=True)
+            return
+        self._reset()
+
+    def get(self, timeout: Optional[float]) -> Optional[Msg]:
+        """The next message; None once stopped or when ``timeout`` ran out."""
+        with self._lock:
+            return self._get(timeout)
+
+    def _get(self, timeout: Optional[float]) -> Optional[Msg]:
+        end = None if timeout is None else time.monotonic() + timeout
+        q = self._q
+        while True:
+            if self.error is not None:
+                raise self.error
+            if self._repull:
+                self._repull = False
+                self._watch.alive()
+                self._reset()
+            now = time.monotonic()
+            if self._pull_at is not None and now >= self._pull_at and not self.stopped:
+                self._pull()
+            wait = self._watch.due_in()
+            if end is not None:
+                wait = min(wait, max(0.0, end - now))
+            if self._pull_at is not None:
+                wait = min(wait, max(0.0, self._pull_at - now))
+            try:
+                msg = q.get(timeout=wait) if wait > 0 else q.get_nowait()
+            except queue.Empty:
+                if self.stopped:
+                    return None
+                if self._watch.missed():
+                    self._report(
+                        errors.NoHeartbeatError(
+                            f"{self._c._where}: no message and no heartbeat for "
+                            f"{self._watch.limit} s; pulling again"
+                        )
+                    )
+                    self._watch.alive()
+                    self._check_consumer()
+                    continue
+                if end is not None and time.monotonic() >= end:
+                    return None
+                continue
+            if msg is _STOP:
+                q.put(msg)  # stays for any later get()
+                return None
+            if msg is _CLOSED:
+                q.put(msg)
+                if self.stopped:
+                    return None
+                raise self._fail(
+                    errors.ConnectionClosedError(f"{self._c._where}: the client closed")
+                )
+            if msg is _WAKE:
+                continue
+            self._watch.alive()
+            kind = classify(msg)
+            if kind is None:
+                if msg.subject == self._inbox:
+                    continue  # not a message: an empty reply on our inbox
+                self._pending_msgs -= 1
+                if self._max_bytes:
+                    self._pending_bytes -= len(msg.data) + len(msg._hdr or b"")
+                if not self.stopped and (
+                    self._pending_msgs <= self._threshold_msgs
+                    or (self._max_bytes and self._pending_bytes <= self._threshold_bytes)
+                ):
+                    self._pull()
+                return self._c._prepare(msg)
+            self._on_status(kind, msg)
+
+    def _on_status(self, kind: str, msg: Msg) -> None:
+        if kind is HEARTBEAT:
+            return
+        if kind in (REQUEST_TIMEOUT, END, NO_MESSAGES):
+            n, b = pending_counts(msg)
+            self._pending_msgs = max(0, self._pending_msgs - n)
+            self._pending_bytes = max(0, self._pending_bytes - b)
+            if not self.stopped and self._pending_msgs <= self._threshold_msgs:
+                self._pull()
+            return
+        err = status_error(msg, self._c._where)
+        if kind is LIMIT:
+            self._report(err)  # a warning: the pull was refused, try again a bit later
+            self._reset(later=True)
+        elif kind is RETRY:
+            self._reset()
+        elif kind is TERMINAL:
+            raise self._fail(err)
+        elif kind is ERROR and msg.status == 503:
+            self._check_consumer()
+        else:  # unknown statuses and 423 (priority groups are another issue): report, go on
+            self._report(err)
+            self._reset(later=True)
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        self._nc._remove_reconnect_hook(self._on_reconnect)
+        self._nc._remove_close_hook(self._on_close)
+        if not self._nc.is_closed:
+            self._nc._unsubscribe(self._sub)
+        self._q.put(_STOP)
+
+    def drain(self, timeout: float) -> None:
+        """Stop pulling; what the server already sent is still handed out, then None."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self._nc._remove_reconnect_hook(self._on_reconnect)
+        self._nc._remove_close_hook(self._on_close)
+        if self._nc.is_connected:
+            self._nc._retire_sub(self._sub)
+            try:
+                self._nc.flush(timeout)  # everything sent before the UNSUB has arrived
+            except errors.NATSError as exc:
+                self._report(exc)
+        self._q.put(_STOP)
+
+
+class MessagesContext:
+    """``consumer.messages()``: iterate; ``stop()`` (or leaving the ``with``) ends it."""
+
+    def __init__(self, pump: _Pump) -> None:
+        self._pump = pump
+
+    def __iter__(self) -> Iterator[Msg]:
+        return self
+
+    def __next__(self) -> Msg:
+        msg = self._pump.get(None)
+        if msg is None:
+            raise StopIteration
+        return msg
+
+    def next(self, timeout: float = 5.0) -> Msg:
+        """The next message within ``timeout``; TimeoutError otherwise, StopIteration
+        once stopped."""
+        t = check_timeout(timeout, "timeout")
+        msg = self._pump.get(t)
+        if msg is None:
+            if self._pump.stopped:
+                raise StopIteration
+            raise errors.TimeoutError(f"{self._pump._c._where}: no message within {t} s")
+        return msg
+
+    def stop(self) -> None:
+        self._pump.stop()
+
+    def drain(self, timeout: float = 30.0) -> None:
+        self._pump.drain(check_timeout(timeout, "drain timeout"))
+
+    def __enter__(self) -> MessagesContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_consume_ids = itertools.count(1)
+
+
+class ConsumeContext:
+    """``consumer.consume(cb)``: its thread runs the callback for every message."""
+
+    def __init__(self, pump: _Pump, cb: Callable[[Msg], None]) -> None:
+        self._pump = pump
+        self._cb = cb
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"nats-consume-{next(_consume_ids)}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    msg = self._pump.get(None)
+                except errors.NATSError:
+                    return  # terminal: kept in ``error``, reported already
+                if msg is None:
+                    return
+                try:
+                    self._cb(msg)
+                except BaseException as exc:  # the user's exception must not end the loop
+                    err = errors.CallbackError(
+                        f"consume callback of {self._pump._c._where} raised "
+                        f"{type(exc).__name__}: {exc}"
+                    )
+                    err.__cause__ = exc
+                    self._pump._report(err)
+        finally:
+            self._done.set()
+
+    @property
+    def error(self) -> Optional[errors.NATSError]:
+        """The terminal error that ended it, if one did."""
+        return self._pump.error
+
+    @property
+    def closed(self) -> bool:
+        return self._done.is_set()
+
+    def stop(self) -> None:
+        """Stop now: messages not yet handed to the callback are left for redelivery."""
+        self._pump.stop()
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Stop pulling, run the callback for what was already sent, then end."""
+        t = check_timeout(timeout, "drain timeout")
+        deadline = Deadline(t)
+        self._pump.drain(t)
+        self.wait(deadline.remaining())
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the consume thread to end; False if it did not within ``timeout``."""
+        t = check_timeout(timeout, "timeout", allow_none=True)
+        if threading.current_thread() is self._thread:
+            return False  # called from the callback: it cannot wait for itself
+        return self._done.wait(t)
+
+
+class ConsumerFactory:
+    """The JetStream mixin that hands out PullConsumers."""
+
+    def consumer(self, stream: str, name: str) -> PullConsumer:
+        """Bind to an existing pull consumer."""
+        js: JetStream = self  # type: ignore[assignment]
+        info = js.consumer_info(stream, name)
+        if info.config.deliver_subject:
+            raise errors.ConsumerIsPushBasedError(
+                409,
+                "Consumer is push based",
+                where=f"consumer {name!r} of stream {stream!r} delivers to "
+                f"{info.config.deliver_subject!r}: js.consumer() needs a pull consumer",
+            )
+        return PullConsumer(js, info.stream_name or stream, info)
+
+    def create_or_update_consumer(
+        self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
+    ) -> PullConsumer:
+        """Make a pull consumer, or change the one of that name; returns it, bound."""
+        js: JetStream = self  # type: ignore[assignment]
+        if (config is not None and getattr(config, "deliver_subject", None)) or fields.get(
+            "deliver_subject"
+        ):
+            raise errors.InvalidArgumentError(
+                "create_or_update_consumer makes pull consumers; use add_consumer for a push "
+                "consumer (deliver_subject)"
+            )
+        info = js._upsert_consumer(stream, config, fields, "")
+        return PullConsumer(js, info.stream_name or stream, info)
