@@ -23,6 +23,7 @@ from .api import (
 )
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
+from .ordered import OrderedConsumer
 from .pull import PullSubscription
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "JetStream",
     "MessagesContext",
     "MsgMetadata",
+    "OrderedConsumer",
     "PriorityPolicy",
     "PubAck",
     "PullConsumer",

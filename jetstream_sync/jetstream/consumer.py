@@ -297,6 +297,7 @@ class _Pump:
         self._pull_at: Optional[float] = None  # a pull put off until then (after a refusal)
         self.stopped = False
         self.error: Optional[errors.NATSError] = None
+        self.report_terminal = True  # an ordered consumer rebuilds instead
         self._lock = threading.Lock()  # one get() at a time
         self._inbox = self._nc.new_inbox()
         self._sub = self._nc._subscribe(
@@ -356,7 +357,8 @@ class _Pump:
 
     def _fail(self, err: errors.NATSError) -> errors.NATSError:
         self.error = err
-        self._report(err)
+        if self.report_terminal:
+            self._report(err)
         self.stop()
         return err
 

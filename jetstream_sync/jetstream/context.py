@@ -19,6 +19,7 @@ from .._timeouts import check_timeout
 from ._response import parse_api_response
 from .consumer import ConsumerFactory
 from .manager import JetStreamManager
+from .ordered import OrderedConsumerFactory
 from .publish import AsyncPublisher, Publisher
 from .pull import PullSubscriber
 
@@ -30,7 +31,9 @@ __all__ = ["DEFAULT_API_PREFIX", "JetStream"]
 DEFAULT_API_PREFIX = "$JS.API"
 
 
-class JetStream(JetStreamManager, Publisher, PullSubscriber, ConsumerFactory):
+class JetStream(
+    JetStreamManager, Publisher, PullSubscriber, ConsumerFactory, OrderedConsumerFactory
+):
     """JetStream over one client. Thread-safe; make one and share it."""
 
     def __init__(

@@ -1,0 +1,292 @@
+"""Ordered consumers (ADR-17), pull based: every message of a stream once, in order.
+
+An ordered consumer is a chain of short-lived server consumers: ephemeral, ack policy
+none, memory storage, one replica. The client remembers the stream sequence of the last
+message it handed out; whenever the chain breaks — a consumer sequence that skips (a
+gap), a deleted or vanished consumer, a 503 after a server restart — it makes the next
+consumer of the chain, starting at that stream sequence + 1, and deletes the old one.
+The user sees neither the breaks nor a message twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
+
+from .. import errors
+from .._timeouts import Deadline, check_timeout
+from ..msg import Msg
+from . import api
+from .consumer import (
+    ConsumeContext,
+    MessagesContext,
+    PullConsumer,
+    _check_count,
+    _heartbeat_for,
+    _Pump,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import JetStream
+
+__all__ = ["OrderedConsumer", "OrderedConsumerFactory"]
+
+_INACTIVE = 300.0  # an abandoned link of the chain is removed by the server after this
+# Errors after which the chain is rebuilt instead of the error being raised.
+_BREAKS = (
+    errors.ConsumerDeletedError,
+    errors.NoConsumerResponseError,
+    errors.ConsumerNotFoundError,
+    errors.ConsumerLeadershipChangedError,
+)
+
+
+class OrderedConsumer:
+    """Made by ``js.ordered_consumer()``. One reader at a time (it is one ordered
+    sequence); ``fetch``/``next``/``messages``/``consume`` as on a PullConsumer."""
+
+    def __init__(
+        self,
+        js: JetStream,
+        stream: str,
+        filter_subjects: Optional[Sequence[str]],
+        deliver_policy: Optional[api.DeliverPolicy],
+        opt_start_seq: Optional[int],
+        opt_start_time: Any,
+        headers_only: Optional[bool],
+        replay_policy: Optional[api.ReplayPolicy],
+    ) -> None:
+        self._js = js
+        self.stream = api.check_stream_name(stream)
+        self._base = js._nc.new_inbox().rsplit(".", 1)[1]
+        self._serial = 0
+        if deliver_policy is None and opt_start_seq is not None:
+            deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
+        elif deliver_policy is None and opt_start_time is not None:
+            deliver_policy = api.DeliverPolicy.BY_START_TIME
+        self._template = api.ConsumerConfig(
+            ack_policy=api.AckPolicy.NONE,
+            mem_storage=True,
+            num_replicas=1,
+            inactive_threshold=_INACTIVE,
+            deliver_policy=deliver_policy,
+            opt_start_seq=opt_start_seq,
+            opt_start_time=opt_start_time,
+            headers_only=headers_only,
+            replay_policy=replay_policy,
+            filter_subjects=list(filter_subjects) if filter_subjects else None,
+        )
+        self._stream_seq = 0  # of the last message handed out
+        self._consumer_seq = 0  # of that message, in the current link of the chain
+        self._consumer: Optional[PullConsumer] = None
+        self._lock = threading.RLock()
+        self.resets = 0  # how many times the chain was rebuilt (for the curious and tests)
+        self._link()
+
+    def __repr__(self) -> str:
+        return f"<OrderedConsumer of stream {self.stream!r} at sequence {self._stream_seq}>"
+
+    @property
+    def name(self) -> str:
+        """The current link of the chain."""
+        assert self._consumer is not None
+        return self._consumer.name
+
+    def _link(self) -> PullConsumer:
+        """Make the next consumer of the chain, starting after the last message seen."""
+        self._serial += 1
+        cfg = dataclasses.replace(self._template, name=f"{self._base}_{self._serial}")
+        if self._stream_seq:
+            cfg = dataclasses.replace(
+                cfg,
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=self._stream_seq + 1,
+                opt_start_time=None,
+            )
+        old = self._consumer
+        self._consumer = self._js.create_or_update_consumer(self.stream, cfg)
+        self._consumer_seq = 0
+        if old is not None:
+            try:
+                self._js.delete_consumer(self.stream, old.name)
+            except errors.NATSError:
+                pass  # gone already, or unreachable: its inactive threshold removes it
+        return self._consumer
+
+    def _relink(self) -> None:
+        self.resets += 1
+        self._link()
+
+    def _accept(self, msg: Msg) -> bool:
+        """True to hand ``msg`` out; False on a gap (the chain must be rebuilt)."""
+        md = msg.metadata
+        if md.sequence.consumer != self._consumer_seq + 1:
+            return False
+        self._consumer_seq = md.sequence.consumer
+        self._stream_seq = md.sequence.stream
+        return True
+
+    # --- one pull -----------------------------------------------------------------------
+
+    def fetch(self, max_messages: int = 100, max_wait: float = 5.0) -> List[Msg]:
+        """Up to ``max_messages`` in order within ``max_wait`` (possibly none)."""
+        n = _check_count(max_messages, "max_messages", allow_none=False)
+        assert n is not None
+        t = check_timeout(max_wait, "max_wait")
+        deadline = Deadline(t)
+        with self._lock:
+            while True:
+                consumer = self._consumer
+                assert consumer is not None
+                try:
+                    got = consumer.fetch(n, max_wait=max(deadline.remaining(), 0.001))
+                except _BREAKS:
+                    self._relink()
+                    if deadline.expired:
+                        return []
+                    continue
+                out: List[Msg] = []
+                for msg in got:
+                    if not self._accept(msg):
+                        self._relink()
+                        break
+                    out.append(msg)
+                if out or deadline.expired:
+                    return out
+
+    def next(self, timeout: float = 5.0) -> Msg:
+        msgs = self.fetch(1, timeout)
+        if not msgs:
+            raise errors.TimeoutError(
+                f"ordered consumer of {self.stream!r}: no message within {timeout} s"
+            )
+        return msgs[0]
+
+    # --- continuous pulls ---------------------------------------------------------------
+
+    def messages(
+        self, max_messages: int = 500, expires: float = 30.0, heartbeat: Optional[float] = None
+    ) -> MessagesContext:
+        return MessagesContext(self._pump(max_messages, expires, heartbeat))  # type: ignore[arg-type]
+
+    def consume(
+        self,
+        cb: Callable[[Msg], None],
+        max_messages: int = 500,
+        expires: float = 30.0,
+        heartbeat: Optional[float] = None,
+    ) -> ConsumeContext:
+        if not callable(cb):
+            raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
+        return ConsumeContext(self._pump(max_messages, expires, heartbeat), cb)  # type: ignore[arg-type]
+
+    def _pump(self, max_messages: int, expires: float, heartbeat: Optional[float]) -> _OrderedPump:
+        n = _check_count(max_messages, "max_messages", allow_none=False)
+        assert n is not None
+        exp = check_timeout(expires, "expires")
+        if exp < 1.0:
+            raise errors.InvalidArgumentError(f"expires must be >= 1 s, got {expires!r}")
+        return _OrderedPump(self, n, exp, _heartbeat_for(exp, heartbeat))
+
+    def delete(self) -> None:
+        """Delete the current link of the chain (done by the server anyway once idle)."""
+        if self._consumer is not None:
+            try:
+                self._js.delete_consumer(self.stream, self._consumer.name)
+            except errors.ConsumerNotFoundError:
+                pass
+
+
+class _OrderedPump:
+    """A continuous pull over the chain: the current link's pump, replaced on a break."""
+
+    def __init__(self, oc: OrderedConsumer, max_messages: int, expires: float, hb: float) -> None:
+        self._oc = oc
+        self._args = (max_messages, None, expires, hb)
+        self.stopped = False
+        self._pump = self._new_pump()
+
+    def _new_pump(self) -> _Pump:
+        assert self._oc._consumer is not None
+        pump = _Pump(self._oc._consumer, *self._args)
+        pump.report_terminal = False  # a broken link is rebuilt, not an error to report
+        return pump
+
+    @property
+    def error(self) -> Optional[errors.NATSError]:
+        return self._pump.error
+
+    @property
+    def _c(self) -> PullConsumer:
+        return self._pump._c
+
+    def _report(self, err: errors.NATSError) -> None:
+        self._pump._report(err)
+
+    def _rebuild(self) -> None:
+        self._pump.stop()
+        self._oc._relink()
+        self._pump = self._new_pump()
+
+    def get(self, timeout: Optional[float]) -> Optional[Msg]:
+        deadline = None if timeout is None else Deadline(timeout)
+        with self._oc._lock:
+            while True:
+                left = None if deadline is None else deadline.remaining()
+                try:
+                    msg = self._pump.get(left)
+                except _BREAKS:
+                    if self.stopped:
+                        return None
+                    self._rebuild()
+                    continue
+                if msg is None:
+                    return None
+                if self._oc._accept(msg):
+                    return msg
+                self._rebuild()  # a gap: start again after the last message handed out
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._pump.stop()
+
+    def drain(self, timeout: float) -> None:
+        self.stopped = True
+        self._pump.drain(timeout)
+
+
+class OrderedConsumerFactory:
+    """The JetStream mixin for ``ordered_consumer``."""
+
+    def ordered_consumer(
+        self,
+        stream: str,
+        filter_subjects: Optional[Sequence[str]] = None,
+        deliver_policy: Optional[api.DeliverPolicy] = None,
+        opt_start_seq: Optional[int] = None,
+        opt_start_time: Any = None,
+        headers_only: Optional[bool] = None,
+        replay_policy: Optional[api.ReplayPolicy] = None,
+    ) -> OrderedConsumer:
+        """Read ``stream`` (or the ``filter_subjects`` of it) in order, each message once."""
+        js: JetStream = self  # type: ignore[assignment]
+        if filter_subjects is not None:
+            if isinstance(filter_subjects, str):
+                filter_subjects = [filter_subjects]
+            if not all(isinstance(s, str) and s for s in filter_subjects):
+                raise errors.InvalidArgumentError(
+                    f"filter_subjects must be non-empty strs, got {filter_subjects!r}"
+                )
+        if opt_start_seq is not None:
+            _check_count(opt_start_seq, "opt_start_seq", allow_none=False)
+        return OrderedConsumer(
+            js,
+            stream,
+            filter_subjects,
+            deliver_policy,
+            opt_start_seq,
+            opt_start_time,
+            headers_only,
+            replay_policy,
+        )

@@ -1,0 +1,356 @@
+"""The simplified pull API (PullConsumer) and ordered consumers, against a real server."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+import pytest
+
+import jetstream_sync as nats
+from jetstream_sync import AckPolicy
+from jetstream_sync.jetstream.ack import ACK_NONE
+from jetstream_sync.jetstream.context import JetStream
+from jetstream_sync.server import NATSServer
+from jetstream_sync.testing import wait_until
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def js(nc: nats.Client) -> JetStream:
+    return nc.jetstream()
+
+
+@pytest.fixture
+def stream(js: JetStream) -> Iterator[str]:
+    name = f"CONS{next(_names)}"
+    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+    try:
+        yield name
+    finally:
+        js.delete_stream(name)
+
+
+def fill(js: JetStream, stream: str, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        js.publish(f"{stream.lower()}.x", str(i).encode())
+
+
+def data(msgs: List[nats.Msg]) -> List[int]:
+    return [int(m.data) for m in msgs]
+
+
+class Errors:
+    """An error_cb that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.seen: List[Exception] = []
+
+    def __call__(self, exc: Exception) -> None:
+        self.seen.append(exc)
+
+    def kinds(self) -> List[type]:
+        return [type(e) for e in self.seen]
+
+
+# --- fetch and next -----------------------------------------------------------------------
+
+
+def test_fetch_next_and_no_wait(js: JetStream, stream: str) -> None:
+    c = js.create_or_update_consumer(stream, durable_name="w", ack_policy=AckPolicy.EXPLICIT)
+    assert c.name == "w" and c.info.config.durable_name == "w"
+    fill(js, stream, 5)
+    first = c.fetch(3, max_wait=5)
+    assert data(first) == [0, 1, 2]
+    assert data(c.fetch(10, max_wait=0.5)) == [3, 4]  # the pull expired with two
+    assert c.fetch(10, no_wait=True) == []  # nothing there: at once, empty
+    with pytest.raises(nats.TimeoutError):
+        c.next(timeout=0.3)
+    fill(js, stream, 1, start=5)
+    msg = c.next()
+    assert int(msg.data) == 5
+    for m in [*first, msg]:
+        m.ack()
+    js.nc.flush()
+    assert c.consumer_info().num_ack_pending == 2  # 3 and 4 not acked yet
+
+
+def test_fetch_by_bytes(js: JetStream, stream: str) -> None:
+    c = js.create_or_update_consumer(stream, durable_name="w", ack_policy=AckPolicy.EXPLICIT)
+    fill(js, stream, 20)
+    got = c.fetch(max_bytes=300, max_wait=2)
+    assert 0 < len(got) < 20  # each message is well over 30 bytes on the wire
+
+
+def test_bind_checks_and_bad_arguments(js: JetStream, stream: str) -> None:
+    with pytest.raises(nats.ConsumerNotFoundError):
+        js.consumer(stream, "missing")
+    js.add_consumer(stream, durable_name="push", deliver_subject="push.here")
+    with pytest.raises(nats.ConsumerIsPushBasedError):
+        js.consumer(stream, "push")
+    with pytest.raises(nats.InvalidArgumentError, match="add_consumer"):
+        js.create_or_update_consumer(stream, durable_name="p2", deliver_subject="x.y")
+    c = js.create_or_update_consumer(stream, durable_name="w")
+    assert js.consumer(stream, "w").name == "w"
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(nats.InvalidArgumentError, match="max_messages"):
+            c.fetch(bad)  # type: ignore[arg-type]
+    with pytest.raises(nats.InvalidArgumentError, match="not both"):
+        c.fetch(5, max_bytes=100)
+    with pytest.raises(nats.BadTimeoutError):
+        c.fetch(5, max_wait=0)
+    with pytest.raises(nats.InvalidArgumentError, match="half"):
+        c.fetch(5, max_wait=1, heartbeat=0.9)
+    with pytest.raises(nats.InvalidArgumentError, match="expires"):
+        c.messages(expires=0.5)
+    with pytest.raises(nats.InvalidArgumentError, match="callable"):
+        c.consume("not a function")  # type: ignore[arg-type]
+
+
+def test_ack_policy_none_ignores_acks(js: JetStream, stream: str) -> None:
+    c = js.create_or_update_consumer(stream, durable_name="n", ack_policy=AckPolicy.NONE)
+    fill(js, stream, 2)
+    msgs = c.fetch(2, max_wait=5)
+    assert all(m._ack == ACK_NONE for m in msgs)
+    before = js.nc.stats["out_msgs"]
+    for m in msgs:
+        m.ack()
+        m.nak()
+    assert js.nc.stats["out_msgs"] == before  # nothing was sent
+
+
+def test_consumer_deleted_during_fetch_and_next(js: JetStream, stream: str) -> None:
+    c = js.create_or_update_consumer(stream, durable_name="w")
+
+    def delete_when_waiting() -> None:
+        wait_until(lambda: js.consumer_info(stream, "w").num_waiting >= 1)
+        js.delete_consumer(stream, "w")
+
+    threading.Thread(target=delete_when_waiting, daemon=True).start()
+    with pytest.raises(nats.ConsumerDeletedError):
+        c.fetch(5, max_wait=10)
+    c = js.create_or_update_consumer(stream, durable_name="w")
+    threading.Thread(target=delete_when_waiting, daemon=True).start()
+    with pytest.raises(nats.ConsumerDeletedError):
+        c.next(timeout=10)
+    with pytest.raises(nats.NoConsumerResponseError):
+        c.next(timeout=5)
+
+
+# --- messages() and consume() -------------------------------------------------------------
+
+
+def test_messages_iterates_and_stops(js: JetStream, stream: str) -> None:
+    c = js.create_or_update_consumer(stream, durable_name="w")
+    fill(js, stream, 25)
+    got: List[int] = []
+    with c.messages(max_messages=10, expires=5) as it:
+        for msg in it:
+            got.append(int(msg.data))
+            msg.ack()
+            if len(got) == 25:
+                break
+        fill(js, stream, 1, start=25)
+        assert int(it.next(timeout=5).data) == 25
+    assert got == list(range(25))
+    with pytest.raises(StopIteration):
+        it.next(timeout=1)  # stopped by leaving the with block
+
+
+def test_continuous_pull_asks_again_at_half(
+    server_factory: Callable[..., NATSServer], tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace.log"
+    srv = server_factory(jetstream=True, trace_log=str(trace))
+    with nats.connect(srv.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="T", subjects=["t"])
+        for i in range(30):
+            js.publish("t", str(i).encode())
+        c = js.create_or_update_consumer("T", durable_name="w")
+        with c.messages(max_messages=10, expires=4) as it:
+            got = [int(next(it).data) for _ in range(30)]
+        assert got == list(range(30))
+        nc.flush()
+    bodies = []
+    for line in trace.read_text(errors="replace").splitlines():
+        if "<<- MSG_PAYLOAD" in line and "batch" in line and "python3-sync" in line:
+            bodies.append(json.loads(json.loads(line.split("MSG_PAYLOAD: ")[1])[0]))
+    assert bodies[0] == {"batch": 10, "expires": 4_000_000_000, "idle_heartbeat": 2_000_000_000}
+    # Later pulls top the outstanding count back up to 10 once it falls to half.
+    assert all(5 <= b["batch"] <= 10 for b in bodies[1:]) and len(bodies) >= 4
+
+
+def test_consume_runs_callbacks_in_order_and_reports_their_errors(nats_server: NATSServer) -> None:
+    errs = Errors()
+    with nats.connect(nats_server.url, error_cb=errs) as nc:
+        js = nc.jetstream()
+        name = f"CONS{next(_names)}"
+        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+        try:
+            c = js.create_or_update_consumer(name, durable_name="w")
+            got: List[int] = []
+            done = threading.Event()
+
+            def cb(msg: nats.Msg) -> None:
+                got.append(int(msg.data))
+                msg.ack()
+                if int(msg.data) == 3:
+                    raise ValueError("bad message 3")
+                if len(got) == 40:
+                    done.set()
+
+            cc = c.consume(cb, max_messages=16)
+            fill(js, name, 40)
+            assert done.wait(20)
+            assert got == list(range(40))
+            cc.stop()
+            assert cc.wait(10) and cc.error is None
+            wait_until(lambda: nats.CallbackError in errs.kinds(), what="the callback error")
+        finally:
+            js.delete_stream(name)
+
+
+def test_consumer_deleted_during_consume_is_terminal(nats_server: NATSServer) -> None:
+    errs = Errors()
+    with nats.connect(nats_server.url, error_cb=errs) as nc:
+        js = nc.jetstream()
+        name = f"CONS{next(_names)}"
+        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+        try:
+            c = js.create_or_update_consumer(name, durable_name="w")
+            cc = c.consume(lambda m: None, expires=5)
+            wait_until(lambda: js.consumer_info(name, "w").num_waiting == 1, what="the pull")
+            js.delete_consumer(name, "w")
+            assert cc.wait(10)
+            assert isinstance(cc.error, nats.ConsumerDeletedError)
+            assert nats.ConsumerDeletedError in errs.kinds()
+        finally:
+            js.delete_stream(name)
+
+
+def test_consume_drain_delivers_what_was_sent(js: JetStream, stream: str) -> None:
+    c = js.create_or_update_consumer(stream, durable_name="w")
+    fill(js, stream, 10)
+    got: List[int] = []
+    started = threading.Event()
+    release = threading.Event()
+
+    def cb(msg: nats.Msg) -> None:
+        started.set()
+        release.wait(10)  # hold the thread: the rest queues up behind it
+        got.append(int(msg.data))
+
+    cc = c.consume(cb, max_messages=10)
+    assert started.wait(10)
+    wait_until(lambda: c.consumer_info().num_pending == 0, what="all 10 delivered")
+    threading.Timer(0.2, release.set).start()
+    cc.drain(timeout=10)
+    assert cc.closed and got == list(range(10))
+
+
+def test_consume_survives_a_server_restart(server_factory: Callable[..., NATSServer]) -> None:
+    srv = server_factory(jetstream=True)
+    errs = Errors()
+    with nats.connect(
+        srv.url, error_cb=errs, reconnect_time_wait=0.1, max_reconnect_attempts=-1
+    ) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="R", subjects=["r"])  # file storage: survives the restart
+        c = js.create_or_update_consumer("R", durable_name="w")
+        got: List[int] = []
+        lock = threading.Lock()
+
+        def cb(msg: nats.Msg) -> None:
+            with lock:
+                got.append(int(msg.data))
+            msg.ack()
+
+        cc = c.consume(cb, max_messages=20, expires=2)
+        for i in range(10):
+            js.publish("r", str(i).encode())
+        wait_until(lambda: len(got) == 10, what="before the restart")
+        srv.restart()
+        for i in range(10, 20):
+            js.publish("r", str(i).encode(), timeout=15)
+        wait_until(lambda: len(got) == 20, timeout=30, what="after the restart")
+        assert sorted(got) == list(range(20)) and not cc.closed
+        cc.stop()
+
+
+def test_missed_heartbeats_are_reported_and_the_pull_renewed(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    srv = server_factory(jetstream=True)
+    errs = Errors()
+    with nats.connect(srv.url, error_cb=errs, ping_interval=60) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="H", subjects=["h"])
+        c = js.create_or_update_consumer("H", durable_name="w")
+        got: List[int] = []
+        cc = c.consume(lambda m: got.append(int(m.data)), expires=2, heartbeat=0.2)
+        wait_until(lambda: js.consumer_info("H", "w").num_waiting == 1, what="the pull")
+        srv.pause()
+        try:
+            wait_until(lambda: nats.NoHeartbeatError in errs.kinds(), what="the alarm")
+        finally:
+            srv.resume()
+        js.publish("h", b"7", timeout=10)
+        wait_until(lambda: got == [7], timeout=20, what="a message after the alarm")
+        assert not cc.closed
+        cc.stop()
+
+
+# --- ordered consumers ----------------------------------------------------------------------
+
+
+def test_ordered_consumer_survives_losing_its_consumer(js: JetStream, stream: str) -> None:
+    fill(js, stream, 100)
+    oc = js.ordered_consumer(stream)
+    got: List[int] = []
+    with oc.messages(max_messages=10, expires=2) as it:
+        for msg in it:
+            got.append(int(msg.data))
+            if len(got) == 30:
+                js.delete_consumer(stream, oc.name)
+            if len(got) == 100:
+                break
+    assert got == list(range(100)) and oc.resets >= 1
+    info = js.consumer_info(stream, oc.name).config
+    assert info.ack_policy == AckPolicy.NONE and info.mem_storage and info.num_replicas == 1
+
+
+def test_ordered_consume_and_fetch(js: JetStream, stream: str) -> None:
+    fill(js, stream, 20)
+    oc = js.ordered_consumer(stream, filter_subjects=[f"{stream.lower()}.x"], opt_start_seq=11)
+    assert data(oc.fetch(5, max_wait=5)) == [10, 11, 12, 13, 14]
+    js.delete_consumer(stream, oc.name)
+    assert data(oc.fetch(3, max_wait=5)) == [15, 16, 17]  # rebuilt after 14
+    assert int(oc.next().data) == 18
+    got: List[int] = []
+    done = threading.Event()
+
+    def cb(msg: nats.Msg) -> None:
+        got.append(int(msg.data))
+        if len(got) == 11:
+            done.set()
+
+    cc = oc.consume(cb, max_messages=4, expires=2)
+    fill(js, stream, 10, start=20)
+    assert done.wait(20)
+    cc.stop()
+    assert got == list(range(19, 30))
+
+
+def test_ordered_consumer_after_a_gap(js: JetStream, stream: str) -> None:
+    """A consumer sequence that skips ahead makes a new link from the last stream seq."""
+    fill(js, stream, 10)
+    oc = js.ordered_consumer(stream)
+    assert data(oc.fetch(3, max_wait=5)) == [0, 1, 2]
+    oc._consumer_seq = 1  # as if sequence 3 of this consumer had been seen twice
+    assert data(oc.fetch(3, max_wait=5)) == [3, 4, 5]
+    assert oc.resets == 1
