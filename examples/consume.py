@@ -1,0 +1,64 @@
+"""A PullConsumer (the simplified pull API): fetch, next, a messages() loop and consume().
+
+Run: python examples/consume.py   (uses $NATS_URL, or starts an embedded nats-server)
+"""
+
+from __future__ import annotations
+
+import threading
+
+import jetstream_sync as nats
+from jetstream_sync import AckPolicy
+from jetstream_sync.server import url_from_env_or_embedded
+
+
+def main() -> None:
+    with url_from_env_or_embedded() as url, nats.connect(url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="ORDERS", subjects=["orders.>"])
+        for i in range(100):
+            js.publish("orders.new", f"order {i}".encode())
+
+        consumer = js.create_or_update_consumer(
+            "ORDERS", durable_name="billing", ack_policy=AckPolicy.EXPLICIT, ack_wait=1.0
+        )
+        batch = consumer.fetch(10, max_wait=2.0)
+        for msg in batch:
+            msg.ack()
+        print(f"fetch: {len(batch)} messages, first {batch[0].data.decode()!r}")
+        msg = consumer.next(timeout=2.0)
+        msg.ack()
+        print(f"next: {msg.data.decode()!r} (stream seq {msg.metadata.sequence.stream})")
+
+        # A loop over messages as they come; the consumer pulls ahead in the background.
+        seen = 0
+        with consumer.messages(max_messages=20) as it:
+            for msg in it:
+                msg.ack()
+                seen += 1
+                if seen == 39:
+                    break
+        # What it had pulled ahead and not handed out stays unacked: the server sends it
+        # again after ack_wait (1 s here), to whoever pulls next.
+        print(f"messages(): {seen} messages")
+
+        # A callback on a thread of its own, until stopped.
+        got = []
+        finished = threading.Event()
+
+        def handle(msg: nats.Msg) -> None:
+            got.append(msg.data)
+            msg.ack()
+            if len(got) == 50:
+                finished.set()
+
+        cc = consumer.consume(handle, max_messages=25)
+        finished.wait(20)
+        cc.stop()
+        print(f"consume(): {len(got)} messages, last {got[-1].decode()!r}")
+        print(f"unacked left: {consumer.consumer_info().num_ack_pending}")
+        js.delete_stream("ORDERS")
+
+
+if __name__ == "__main__":
+    main()
