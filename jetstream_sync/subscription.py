@@ -78,9 +78,7 @@ class Subscription:
     # --- reader side (never user code, never blocks) ----------------------------------
 
     def _deliver(self, msg: Msg) -> None:
-        hook = self._hook
-        if hook is not None and hook(msg):
-            return
+        """Queue ``msg`` (the client's dispatch has offered it to ``_hook`` first)."""
         if self._end_error is not None:
             return  # late message after the subscription ended locally
         self.delivered += 1

@@ -399,7 +399,8 @@ class AsyncPublisher:
         if len(pending) >= self._max_pending:
             self._wait_for_room()
         token = str(next(self._ids))
-        fut = AckFuture(self._dispatch)
+        fut = _new(AckFuture)  # AckFuture(dispatch) without the call: this path is hot
+        fut._dispatch = self._dispatch
         fut._subject = subject
         pending[token] = fut
         if timeout is not None and timeout != self._ack_timeout:
@@ -464,10 +465,19 @@ class AsyncPublisher:
         except errors.NATSError as exc:
             _settle(fut, error=exc)
         else:
-            try:
-                fut.set_result(ack)
-            except InvalidStateError:
-                pass  # cancelled by its owner: nobody waits for this answer
+            # AckFuture._settle_unwatched, inlined: this runs once per message.
+            with _COND_LOCK:
+                unwatched = fut._cond is None and fut._state is _PENDING
+                if unwatched:
+                    fut._result = ack
+                    fut._state = _FINISHED
+            if not unwatched:
+                try:
+                    fut.set_result(ack)  # someone waits (or it was cancelled)
+                except InvalidStateError:
+                    pass  # cancelled by its owner: nobody waits for this answer
+            elif "_callback_list" in fut.__dict__:
+                fut._dispatch(Future._invoke_callbacks, fut)  # type: ignore[attr-defined]
         if self._waiting_room or self._waiting_all:
             n = len(self._pending)
             if not n or (self._waiting_room and n <= self._low_water):
