@@ -275,7 +275,8 @@ class AckFuture(Future):  # type: ignore[type-arg]
     """
 
     _state = _PENDING
-    _result: Any = None
+    _res: Any = None  # the result, behind the _result property
+    _raw: Optional[bytes] = None  # an ack known to be a plain PubAck, not parsed yet
     _exception: Optional[BaseException] = None
     _cond: Optional[threading.Condition] = None
     _subject = ""  # what was published: named in this future's errors
@@ -283,6 +284,20 @@ class AckFuture(Future):  # type: ignore[type-arg]
 
     def __init__(self, dispatch: Callable[..., None]) -> None:  # no super().__init__: see above
         self._dispatch = dispatch
+
+    @property
+    def _result(self) -> Any:
+        """The PubAck, made from the ack's bytes when first asked for: most pipelined
+        publishes are never looked at one by one, and a PubAck kept alive per message
+        is what makes the garbage collector's full passes long."""
+        res = self._res
+        if res is None and self._raw is not None:
+            res = self._res = pub_ack(self._raw, self._subject)
+        return res
+
+    @_result.setter
+    def _result(self, value: Any) -> None:
+        self._res = value
 
     @property
     def _condition(self) -> threading.Condition:  # type: ignore[override]
@@ -364,7 +379,7 @@ class AsyncPublisher:
         self._max_pending = max_pending
         # A stalled publisher is woken once the window has drained to here, not by every
         # ack: one wake-up per thousand messages instead of a thread switch per message.
-        self._low_water = max_pending * 3 // 4
+        self._low_water = max_pending * 15 // 16
         self._stall_wait = stall_wait
         self._ack_timeout = ack_timeout
         self._prefix = nc.new_inbox() + "."
@@ -461,7 +476,12 @@ class AsyncPublisher:
                     f"no stream answered a publish to {fut._subject!r}: no stream captures "
                     "this subject"
                 )
-            ack = pub_ack(msg.data, fut._subject)
+            data = msg.data
+            head, _, tail = data.rpartition(_SEQ_KEY)
+            if head in _ACK_HEADS and tail[-1:] == b"}" and tail[:-1].isdigit():
+                ack = None  # a plain PubAck of a known stream: parsed when asked for
+            else:
+                ack = pub_ack(data, fut._subject)
         except errors.NATSError as exc:
             _settle(fut, error=exc)
         else:
@@ -469,11 +489,14 @@ class AsyncPublisher:
             with _COND_LOCK:
                 unwatched = fut._cond is None and fut._state is _PENDING
                 if unwatched:
-                    fut._result = ack
+                    if ack is None:
+                        fut._raw = data
+                    else:
+                        fut._res = ack
                     fut._state = _FINISHED
             if not unwatched:
                 try:
-                    fut.set_result(ack)  # someone waits (or it was cancelled)
+                    fut.set_result(ack or pub_ack(data, fut._subject))  # someone waits
                 except InvalidStateError:
                     pass  # cancelled by its owner: nobody waits for this answer
             elif "_callback_list" in fut.__dict__:
