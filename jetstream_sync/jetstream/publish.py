@@ -281,6 +281,10 @@ class AckFuture(Future):  # type: ignore[type-arg]
     _cond: Optional[threading.Condition] = None
     _subject = ""  # what was published: named in this future's errors
     _deadline: Optional[float] = None  # set when the timeout is not the context's
+    # Made on first use (see the properties below); class defaults keep an instance to the
+    # few attributes it sets, with no __dict__ materialised.
+    _waiter_list: Optional[List[Any]] = None
+    _callback_list: Optional[List[Any]] = None
 
     def __init__(self, dispatch: Callable[..., None]) -> None:  # no super().__init__: see above
         self._dispatch = dispatch
@@ -311,11 +315,19 @@ class AckFuture(Future):  # type: ignore[type-arg]
 
     @property
     def _waiters(self) -> List[Any]:  # type: ignore[override]
-        return self.__dict__.setdefault("_waiter_list", [])  # type: ignore[no-any-return]
+        with _COND_LOCK:  # (concurrent.futures touches it under the Condition too)
+            waiters = self._waiter_list
+            if waiters is None:
+                waiters = self._waiter_list = []
+        return waiters
 
     @property
     def _done_callbacks(self) -> List[Any]:
-        return self.__dict__.setdefault("_callback_list", [])  # type: ignore[no-any-return]
+        with _COND_LOCK:
+            callbacks = self._callback_list
+            if callbacks is None:
+                callbacks = self._callback_list = []
+        return callbacks
 
     def done(self) -> bool:
         return self._state in _DONE_STATES
@@ -350,12 +362,12 @@ class AckFuture(Future):  # type: ignore[type-arg]
             self._result = result
             self._exception = exception
             self._state = _FINISHED
-        if "_callback_list" in self.__dict__:
+        if self._callback_list is not None:
             self._dispatch(Future._invoke_callbacks, self)  # type: ignore[attr-defined]
         return True
 
     def _invoke_callbacks(self) -> None:
-        if "_callback_list" in self.__dict__:
+        if self._callback_list is not None:
             self._dispatch(Future._invoke_callbacks, self)  # type: ignore[attr-defined]
 
 
@@ -499,7 +511,7 @@ class AsyncPublisher:
                     fut.set_result(ack or pub_ack(data, fut._subject))  # someone waits
                 except InvalidStateError:
                     pass  # cancelled by its owner: nobody waits for this answer
-            elif "_callback_list" in fut.__dict__:
+            elif fut._callback_list is not None:
                 fut._dispatch(Future._invoke_callbacks, fut)  # type: ignore[attr-defined]
         if self._waiting_room or self._waiting_all:
             n = len(self._pending)

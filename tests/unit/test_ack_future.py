@@ -109,4 +109,4 @@ def test_reading_a_settled_future_builds_no_condition() -> None:
     with pytest.raises(KeyError):
         failed.result()
     assert fut._cond is None and failed._cond is None
-    assert "_waiter_list" not in vars(fut) and "_callback_list" not in vars(fut)
+    assert fut._waiter_list is None and fut._callback_list is None
