@@ -113,6 +113,7 @@ class Parser:
         msg_owner: Any = None,
         max_control_line: int = MAX_CONTROL_LINE,
         max_payload: int = DEFAULT_MAX_INBOUND,
+        one_off_prefix: bytes = b"\x00",
     ) -> None:
         # Received bytes wait as a list of chunks and are joined only when the frame being
         # awaited can be complete: a large message arriving in many reads is copied once.
@@ -127,6 +128,9 @@ class Parser:
         # too (same subject, sid and size): those skip parsing entirely.
         self._subjects: Dict[bytes, str] = {}
         self._lines: Dict[bytes, Tuple[str, int, int]] = {}
+        # Subjects under this prefix (the client's inboxes: replies, acks) are each seen
+        # once: caching them would only churn the cache.
+        self._one_off = one_off_prefix
         self._max_control_line = max_control_line
         self._max_payload = max_payload
 
@@ -201,6 +205,7 @@ class Parser:
         append = out.append
         lines = self._lines
         subjects = self._subjects
+        one_off = self._one_off
         owner = self._owner
         max_line = self._max_control_line
         try:
@@ -249,9 +254,10 @@ class Parser:
                     subject = subjects.get(sb)  # type: ignore[assignment]
                     if subject is None:
                         subject = sb.decode("utf-8", "surrogateescape")
-                        if len(subjects) >= _CACHE_MAX:
-                            subjects.clear()
-                        subjects[sb] = subject
+                        if not sb.startswith(one_off):
+                            if len(subjects) >= _CACHE_MAX:
+                                subjects.clear()
+                            subjects[sb] = subject
                     elif nargs == 4 and op == b"MSG":
                         # Cached on the subject's second sighting: one-off subjects (reply
                         # inboxes, acks) would only churn this cache.

@@ -515,7 +515,7 @@ class Client:
             sock = socket.create_connection((server.host, server.port), timeout=deadline.check())
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            parser = proto.Parser(msg_owner=self)
+            parser = proto.Parser(msg_owner=self, one_off_prefix=self._inbox_prefix.encode() + b".")
             ev = self._read_event(sock, parser, deadline, where)
             if not isinstance(ev, proto.Info):
                 raise errors.ProtocolError(f"{where}: expected INFO first, got {ev!r}")
