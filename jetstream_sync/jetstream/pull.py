@@ -98,6 +98,9 @@ def pull_request_body(
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+_NO_WAIT_ONE = pull_request_body(1, no_wait=True)
+
+
 def _check_batch(batch: Any) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise errors.InvalidArgumentError(f"batch must be an int >= 1, got {batch!r}")
@@ -166,6 +169,9 @@ class PullSubscription:
             raise errors.TimeoutError(
                 f"fetch from {self._where}: another thread's fetch held it for {t} s"
             )
+        conn = self._nc._conn
+        if conn is not None and conn.inline:
+            conn.quiet_begin()  # this thread reads the answers: the network thread sleeps on
         try:
             self._check_open()
             msgs = self._take_waiting(batch)
@@ -177,6 +183,8 @@ class PullSubscription:
                     return msgs
             return self._pull(batch, deadline, hb, no_wait_first=batch > 1)
         finally:
+            if conn is not None and conn.inline:
+                conn.quiet_end()
             self._lock.release()
 
     def _check_open(self) -> None:
@@ -244,7 +252,7 @@ class PullSubscription:
                 self._one_prefix + "*", None, None, None, _BIG, _BIG, hook=self._on_msg
             )
         reply = self._one_prefix + str(next(self._one_ids))
-        self._send(pull_request_body(1, no_wait=True), reply)
+        self._send(_NO_WAIT_ONE, reply)
         while True:
             msg = self._get(deadline.remaining())
             if msg is None:
