@@ -11,6 +11,7 @@ import pytest
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy
 from jetstream_sync.server import NATSServer
+from jetstream_sync.testing import wait_until
 
 
 def _pull(nc: nats.Client, stream: str, consumer: str, batch: int) -> List[nats.Msg]:
@@ -86,3 +87,25 @@ def test_ack_policy_none_ignores_acks(nc: nats.Client) -> None:
     assert nc.stats["out_msgs"] == 0
     with pytest.raises(nats.NotJSMessageError):
         nats.Msg("s", "", b"", client=nc).in_progress()
+
+
+def test_a_lone_ack_goes_out_without_any_later_write(nats_server: NATSServer) -> None:
+    """Acks linger for a write to take them along; with none coming, the flusher sends them.
+    The consumer is watched from another connection, whose requests cannot carry our ack."""
+    with nats.connect(nats_server.url) as nc, nats.connect(nats_server.url) as watcher:
+        js = nc.jetstream()
+        js.add_stream(name="LONE", subjects=["lone"])
+        try:
+            js.add_consumer("LONE", durable_name="w", ack_policy=AckPolicy.EXPLICIT)
+            js.publish("lone", b"x")
+            (msg,) = _pull(nc, "LONE", "w", 1)
+            wjs = watcher.jetstream()
+            assert wjs.consumer_info("LONE", "w").num_ack_pending == 1
+            msg.ack()  # nothing else is sent by nc from here on
+            wait_until(
+                lambda: wjs.consumer_info("LONE", "w").num_ack_pending == 0,
+                timeout=10,
+                what="the ack to reach the server",
+            )
+        finally:
+            watcher.jetstream().delete_stream("LONE")
