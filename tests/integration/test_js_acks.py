@@ -101,6 +101,7 @@ def test_a_lone_ack_goes_out_without_any_later_write(nats_server: NATSServer) ->
             (msg,) = _pull(nc, "LONE", "w", 1)
             wjs = watcher.jetstream()
             assert wjs.consumer_info("LONE", "w").num_ack_pending == 1
+            nc.flush()  # the buffer is empty and the flusher idle
             msg.ack()  # nothing else is sent by nc from here on
             wait_until(
                 lambda: wjs.consumer_info("LONE", "w").num_ack_pending == 0,
