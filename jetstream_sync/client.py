@@ -75,6 +75,8 @@ _READ_SIZE = 256 * 1024
 # buffer itself instead of waking the flusher: a tight publish loop then never hands the GIL
 # to another thread, and memory stays bounded (back-pressure from the socket).
 _HIGH_WATER = 2048
+# Acks wait this long for a write that takes them along before the flusher is woken.
+_ACK_LINGER = 0.002
 _CRLF = b"\r\n"
 # -ERR messages after which the server keeps the connection open.
 _NON_FATAL_ERRS = ("permissions violation", "invalid subject", "invalid publish subject")
@@ -334,6 +336,7 @@ class Client:
         self._read_lock = threading.Lock()  # held while reading the socket and routing events
         self._out: Deque[Optional[bytes]] = collections.deque()
         self._kicked = False
+        self._linger = False  # an ack's deferred flusher wake-up is scheduled
         self._kick = threading.Event()
         self._connected = threading.Event()
         self._stop = threading.Event()
@@ -1359,7 +1362,32 @@ class Client:
             size = _SIZE_LINES[n]
         except KeyError:
             size = _size_line(n)
-        self._enqueue_frame(b"".join((b"PUB ", subject.encode(), b" ", size, data, _CRLF)), n)
+        frame = b"".join((b"PUB ", subject.encode(), b" ", size, data, _CRLF))
+        if not self._pub_fast:
+            self._enqueue_pub_slow(frame, n)
+            return
+        out = self._out
+        out.append(frame)
+        self._out_bytes += n
+        if len(out) > _HIGH_WATER:
+            self._write_pending()
+        elif not self._kicked and not self._linger:
+            # An ack is not urgent, and the caller's next request (the next fetch) usually
+            # writes it along within microseconds: wake the flusher only if that has not
+            # happened within _ACK_LINGER, instead of a thread wake-up per ack.
+            self._linger = True
+            timers = self._timers
+            if timers is None or self._closing:
+                self._linger_done()
+            else:
+                timers.call_later(_ACK_LINGER, self._linger_done)
+
+    def _linger_done(self) -> None:
+        """Timer thread: acks left in the buffer since _ACK_LINGER go to the flusher."""
+        self._linger = False
+        if self._out and not self._kicked:
+            self._kicked = True
+            self._kick.set()
 
     def _enqueue_frame(self, frame: bytes, n: int) -> None:
         # publish() inlines this same tail rather than calling it: publish is the hottest

@@ -89,24 +89,29 @@ def test_ack_policy_none_ignores_acks(nc: nats.Client) -> None:
         nats.Msg("s", "", b"", client=nc).in_progress()
 
 
-def test_a_lone_ack_goes_out_without_any_later_write(nats_server: NATSServer) -> None:
+def test_a_lone_ack_goes_out_without_any_later_write(
+    server_factory: Callable[..., NATSServer], tmp_path: Path
+) -> None:
     """Acks linger for a write to take them along; with none coming, the flusher sends them.
-    The consumer is watched from another connection, whose requests cannot carry our ack."""
-    with nats.connect(nats_server.url) as nc, nats.connect(nats_server.url) as watcher:
+    Nothing else may carry it: no pings either way, and the consumer is watched from
+    another connection."""
+    trace = tmp_path / "trace.log"
+    srv = server_factory(jetstream=True, config='ping_interval: "10m"\n', trace_log=str(trace))
+    with nats.connect(srv.url, ping_interval=600) as nc, nats.connect(srv.url) as watcher:
         js = nc.jetstream()
         js.add_stream(name="LONE", subjects=["lone"])
-        try:
-            js.add_consumer("LONE", durable_name="w", ack_policy=AckPolicy.EXPLICIT)
-            js.publish("lone", b"x")
-            (msg,) = _pull(nc, "LONE", "w", 1)
-            wjs = watcher.jetstream()
-            assert wjs.consumer_info("LONE", "w").num_ack_pending == 1
-            nc.flush()  # the buffer is empty and the flusher idle
-            msg.ack()  # nothing else is sent by nc from here on
-            wait_until(
-                lambda: wjs.consumer_info("LONE", "w").num_ack_pending == 0,
-                timeout=10,
-                what="the ack to reach the server",
-            )
-        finally:
-            watcher.jetstream().delete_stream("LONE")
+        js.add_consumer("LONE", durable_name="w", ack_policy=AckPolicy.EXPLICIT)
+        js.publish("lone", b"x")
+        (msg,) = _pull(nc, "LONE", "w", 1)
+        wjs = watcher.jetstream()
+        assert wjs.consumer_info("LONE", "w").num_ack_pending == 1
+        # The server pings each new client once, about 2 s after it connects; the PONG
+        # would carry the ack. Let that happen first.
+        wait_until(lambda: trace.read_text().count("->> [PING]") >= 2, what="first pings")
+        nc.flush()  # the buffer is empty and the flusher idle
+        msg.ack()  # nothing else is sent by nc from here on
+        wait_until(
+            lambda: wjs.consumer_info("LONE", "w").num_ack_pending == 0,
+            timeout=20,
+            what="the ack to reach the server",
+        )
