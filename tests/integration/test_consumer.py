@@ -228,7 +228,8 @@ def test_consumer_deleted_during_consume_is_terminal(nats_server: NATSServer) ->
             js.delete_consumer(name, "w")
             assert cc.wait(10)
             assert isinstance(cc.error, nats.ConsumerDeletedError)
-            assert nats.ConsumerDeletedError in errs.kinds()
+            # error_cb runs on the client's callback thread: it may come a moment later.
+            wait_until(lambda: nats.ConsumerDeletedError in errs.kinds(), what="error_cb")
         finally:
             js.delete_stream(name)
 
