@@ -77,6 +77,8 @@ _READ_SIZE = 256 * 1024
 _HIGH_WATER = 2048
 # Acks wait this long for a write that takes them along before the flusher is woken.
 _ACK_LINGER = 0.002
+# ...unless this many frames are waiting: then at once.
+_ACK_BATCH = 32
 _CRLF = b"\r\n"
 # -ERR messages after which the server keeps the connection open.
 _NON_FATAL_ERRS = ("permissions violation", "invalid subject", "invalid publish subject")
@@ -1371,7 +1373,13 @@ class Client:
         self._out_bytes += n
         if len(out) > _HIGH_WATER:
             self._write_pending()
-        elif not self._kicked and not self._linger:
+        elif self._kicked:
+            pass
+        elif len(out) >= _ACK_BATCH:
+            # A batch being acked: let the server work through these while we go on.
+            self._kicked = True
+            self._kick.set()
+        elif not self._linger:
             # An ack is not urgent, and the caller's next request (the next fetch) usually
             # writes it along within microseconds: wake the flusher only if that has not
             # happened within _ACK_LINGER, instead of a thread wake-up per ack.
