@@ -245,9 +245,17 @@ class Msg:
 
     def ack(self) -> None:
         """Acknowledge (+ACK). Later ack calls on this message do nothing."""
+        # jetstream/ack.py's send_ack, inlined for the common case: acks are per message.
+        if self._ack != 0:  # ack.ACK_OPEN
+            return
+        client = self._client
+        if client is not None and self.reply.startswith("$JS.ACK."):
+            client._publish_trusted(self.reply, b"+ACK")
+            self._ack = 1  # ack.ACK_DONE
+            return
         from .jetstream import ack
 
-        ack.send_ack(self, ack.ACK, terminal=True)
+        ack.send_ack(self, ack.ACK, terminal=True)  # raises the right error
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it."""

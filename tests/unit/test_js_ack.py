@@ -68,3 +68,10 @@ def test_payloads() -> None:
         nak_payload(-1)
     with pytest.raises(errors.InvalidArgumentError):
         term_payload("a\r\nPUB x 1")
+
+
+def test_ack_state_literals_in_msg_match_ack_module() -> None:
+    """Msg.ack inlines send_ack with the state numbers written out: keep them in step."""
+    from jetstream_sync.jetstream import ack
+
+    assert (ack.ACK_OPEN, ack.ACK_DONE) == (0, 1) and ack.ACK == b"+ACK"
