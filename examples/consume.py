@@ -20,7 +20,7 @@ def main() -> None:
             js.publish("orders.new", f"order {i}".encode())
 
         consumer = js.create_or_update_consumer(
-            "ORDERS", durable_name="billing", ack_policy=AckPolicy.EXPLICIT, ack_wait=1.0
+            "ORDERS", durable_name="billing", ack_policy=AckPolicy.EXPLICIT
         )
         batch = consumer.fetch(10, max_wait=2.0)
         for msg in batch:
@@ -29,33 +29,37 @@ def main() -> None:
         msg = consumer.next(timeout=2.0)
         msg.ack()
         print(f"next: {msg.data.decode()!r} (stream seq {msg.metadata.sequence.stream})")
+        handled = len(batch) + 1
 
         # A loop over messages as they come; the consumer pulls ahead in the background.
+        # drain() stops the pulling, and the loop still hands out what was already sent,
+        # so nothing is left waiting for its ack to time out.
         seen = 0
         with consumer.messages(max_messages=20) as it:
             for msg in it:
                 msg.ack()
                 seen += 1
                 if seen == 39:
-                    break
-        # What it had pulled ahead and not handed out stays unacked: the server sends it
-        # again after ack_wait (1 s here), to whoever pulls next.
-        print(f"messages(): {seen} messages")
+                    it.drain(timeout=5.0)
+        handled += seen
+        print(f"messages(): {seen} messages (39, then what had been pulled ahead)")
 
-        # A callback on a thread of its own, until stopped.
+        # A callback on a thread of its own, for the rest.
         got = []
         finished = threading.Event()
 
         def handle(msg: nats.Msg) -> None:
             got.append(msg.data)
             msg.ack()
-            if len(got) == 50:
+            if handled + len(got) == 100:
                 finished.set()
 
         cc = consumer.consume(handle, max_messages=25)
         finished.wait(20)
-        cc.stop()
-        print(f"consume(): {len(got)} messages, last {got[-1].decode()!r}")
+        cc.drain(timeout=5.0)
+        print(f"consume(): the other {len(got)}, last {got[-1].decode()!r}")
+        print(f"all 100 handled once: {handled + len(got) == 100}")
+        nc.flush()
         print(f"unacked left: {consumer.consumer_info().num_ack_pending}")
         js.delete_stream("ORDERS")
 
