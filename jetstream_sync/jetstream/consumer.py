@@ -60,6 +60,10 @@ _STOP = Msg("", "", b"")  # queued by stop(): no more messages
 _CLOSED = Msg("", "", b"")  # queued when the client closes
 
 
+class ChainBroken(Exception):
+    """Internal: an ordered consumer's current consumer can no longer be trusted."""
+
+
 def _check_count(value: Any, what: str, allow_none: bool = True) -> Optional[int]:
     if value is None and allow_none:
         return None
@@ -298,6 +302,9 @@ class _Pump:
         self.stopped = False
         self.error: Optional[errors.NATSError] = None
         self.report_terminal = True  # an ordered consumer rebuilds instead
+        # A link of an ordered consumer's chain: a reconnect or missed heartbeats raise
+        # ChainBroken (the chain is rebuilt) instead of pulling again on this consumer.
+        self.chain_link = False
         self._lock = threading.Lock()  # one get() at a time
         self._inbox = self._nc.new_inbox()
         self._sub = self._nc._subscribe(
@@ -390,6 +397,8 @@ class _Pump:
             if self._repull:
                 self._repull = False
                 self._watch.alive()
+                if self.chain_link:
+                    raise ChainBroken("reconnected")
                 self._reset()
             now = time.monotonic()
             if self._pull_at is not None and now >= self._pull_at and not self.stopped:
@@ -405,13 +414,15 @@ class _Pump:
                 if self.stopped:
                     return None
                 if self._watch.missed():
+                    self._watch.alive()
+                    if self.chain_link:
+                        raise ChainBroken("missed heartbeats") from None
                     self._report(
                         errors.NoHeartbeatError(
                             f"{self._c._where}: no message and no heartbeat for "
                             f"{self._watch.limit} s; pulling again"
                         )
                     )
-                    self._watch.alive()
                     self._check_consumer()
                     continue
                 if end is not None and time.monotonic() >= end:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 from .. import errors
@@ -19,6 +20,7 @@ from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
 from .consumer import (
+    ChainBroken,
     ConsumeContext,
     MessagesContext,
     PullConsumer,
@@ -35,6 +37,7 @@ __all__ = ["OrderedConsumer", "OrderedConsumerFactory"]
 _INACTIVE = 300.0  # an abandoned link of the chain is removed by the server after this
 # Errors after which the chain is rebuilt instead of the error being raised.
 _BREAKS = (
+    ChainBroken,
     errors.ConsumerDeletedError,
     errors.NoConsumerResponseError,
     errors.ConsumerNotFoundError,
@@ -115,8 +118,24 @@ class OrderedConsumer:
         return self._consumer
 
     def _relink(self) -> None:
+        """Rebuild the chain; while the server is unreachable (a restart), try again until
+        it answers: the caller's wait is what bounds this."""
         self.resets += 1
-        self._link()
+        delay = 0.05
+        for _ in range(100):
+            try:
+                self._link()
+                return
+            except (
+                errors.TimeoutError,
+                errors.JetStreamNotEnabledError,
+                errors.ServiceUnavailableError,
+                errors.ConnectionLostError,
+            ) as exc:
+                self._js._nc._report(exc)
+                time.sleep(delay)  # the server is coming back: nothing to wait on but time
+                delay = min(delay * 2, 1.0)
+        self._link()  # the last try raises what it meets
 
     def _accept(self, msg: Msg) -> bool:
         """True to hand ``msg`` out; False on a gap (the chain must be rebuilt)."""
@@ -211,6 +230,7 @@ class _OrderedPump:
         assert self._oc._consumer is not None
         pump = _Pump(self._oc._consumer, *self._args)
         pump.report_terminal = False  # a broken link is rebuilt, not an error to report
+        pump.chain_link = True
         return pump
 
     @property

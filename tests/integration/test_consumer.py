@@ -355,3 +355,50 @@ def test_ordered_consumer_after_a_gap(js: JetStream, stream: str) -> None:
     oc._consumer_seq = 1  # as if sequence 3 of this consumer had been seen twice
     assert data(oc.fetch(3, max_wait=5)) == [3, 4, 5]
     assert oc.resets == 1
+
+
+def test_ordered_consumer_carries_on_through_a_server_restart(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    """Its memory consumer does not survive the restart: the chain is rebuilt from the last
+    stream sequence, and the messages still come once each, in order."""
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="ORD", subjects=["ord"])  # file storage: the stream survives
+        for i in range(20):
+            js.publish("ord", str(i).encode())
+        oc = js.ordered_consumer("ORD")
+        got: List[int] = []
+        with oc.messages(max_messages=5, expires=2) as it:
+            for msg in it:
+                got.append(int(msg.data))
+                if len(got) == 10:
+                    srv.restart()
+                    for i in range(20, 30):
+                        js.publish("ord", str(i).encode(), timeout=15)
+                if len(got) == 30:
+                    break
+        assert got == list(range(30)) and oc.resets >= 1
+
+
+def test_ordered_consumer_rebuilds_after_missed_heartbeats(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, ping_interval=60) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="OHB", subjects=["ohb"])
+        js.publish("ohb", b"0")
+        oc = js.ordered_consumer("OHB")
+        with oc.messages(max_messages=5, expires=2, heartbeat=0.2) as it:
+            assert int(it.next(timeout=10).data) == 0
+            srv.pause()  # no heartbeats while next() waits
+
+            def resume_and_publish() -> None:
+                srv.resume()
+                js.publish("ohb", b"1", timeout=15)
+
+            threading.Timer(1.0, resume_and_publish).start()
+            assert int(it.next(timeout=20).data) == 1
+        assert oc.resets >= 1
