@@ -23,7 +23,7 @@ import itertools
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Protocol
 
 from .. import errors
 from .._timeouts import Deadline, check_timeout
@@ -362,6 +362,12 @@ class _Pump:
     def _report(self, err: errors.NATSError) -> None:
         self._nc._report(err)
 
+    report = _report
+
+    @property
+    def where(self) -> str:
+        return self._c._where
+
     def _fail(self, err: errors.NATSError) -> errors.NATSError:
         self.error = err
         if self.report_terminal:
@@ -506,10 +512,31 @@ class _Pump:
         self._q.put(_STOP)
 
 
+class _Source(Protocol):
+    """What MessagesContext and ConsumeContext drive: a _Pump, or an ordered consumer's."""
+
+    @property
+    def stopped(self) -> bool: ...
+
+    @property
+    def error(self) -> Optional[errors.NATSError]: ...
+
+    @property
+    def where(self) -> str: ...
+
+    def get(self, timeout: Optional[float]) -> Optional[Msg]: ...
+
+    def stop(self) -> None: ...
+
+    def drain(self, timeout: float) -> None: ...
+
+    def report(self, err: errors.NATSError) -> None: ...
+
+
 class MessagesContext:
     """``consumer.messages()``: iterate; ``stop()`` (or leaving the ``with``) ends it."""
 
-    def __init__(self, pump: _Pump) -> None:
+    def __init__(self, pump: _Source) -> None:
         self._pump = pump
 
     def __iter__(self) -> Iterator[Msg]:
@@ -529,7 +556,7 @@ class MessagesContext:
         if msg is None:
             if self._pump.stopped:
                 raise StopIteration
-            raise errors.TimeoutError(f"{self._pump._c._where}: no message within {t} s")
+            raise errors.TimeoutError(f"{self._pump.where}: no message within {t} s")
         return msg
 
     def stop(self) -> None:
@@ -551,7 +578,7 @@ _consume_ids = itertools.count(1)
 class ConsumeContext:
     """``consumer.consume(cb)``: its thread runs the callback for every message."""
 
-    def __init__(self, pump: _Pump, cb: Callable[[Msg], None]) -> None:
+    def __init__(self, pump: _Source, cb: Callable[[Msg], None]) -> None:
         self._pump = pump
         self._cb = cb
         self._done = threading.Event()
@@ -573,11 +600,10 @@ class ConsumeContext:
                     self._cb(msg)
                 except BaseException as exc:  # the user's exception must not end the loop
                     err = errors.CallbackError(
-                        f"consume callback of {self._pump._c._where} raised "
-                        f"{type(exc).__name__}: {exc}"
+                        f"consume callback of {self._pump.where} raised {type(exc).__name__}: {exc}"
                     )
                     err.__cause__ = exc
-                    self._pump._report(err)
+                    self._pump.report(err)
         finally:
             self._done.set()
 

@@ -187,7 +187,7 @@ class OrderedConsumer:
     def messages(
         self, max_messages: int = 500, expires: float = 30.0, heartbeat: Optional[float] = None
     ) -> MessagesContext:
-        return MessagesContext(self._pump(max_messages, expires, heartbeat))  # type: ignore[arg-type]
+        return MessagesContext(self._pump(max_messages, expires, heartbeat))
 
     def consume(
         self,
@@ -198,7 +198,7 @@ class OrderedConsumer:
     ) -> ConsumeContext:
         if not callable(cb):
             raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
-        return ConsumeContext(self._pump(max_messages, expires, heartbeat), cb)  # type: ignore[arg-type]
+        return ConsumeContext(self._pump(max_messages, expires, heartbeat), cb)
 
     def _pump(self, max_messages: int, expires: float, heartbeat: Optional[float]) -> _OrderedPump:
         n = _check_count(max_messages, "max_messages", allow_none=False)
@@ -237,12 +237,12 @@ class _OrderedPump:
     def error(self) -> Optional[errors.NATSError]:
         return self._pump.error
 
-    @property
-    def _c(self) -> PullConsumer:
-        return self._pump._c
+    def report(self, err: errors.NATSError) -> None:
+        self._pump.report(err)
 
-    def _report(self, err: errors.NATSError) -> None:
-        self._pump._report(err)
+    @property
+    def where(self) -> str:
+        return self._pump.where
 
     def _rebuild(self) -> None:
         self._pump.stop()
