@@ -34,7 +34,8 @@ message names the problem (the subject, the limit, the server's words) and never
         ├── NotJSMessageError                         a message without a $JS.ACK reply
         ├── PublishStalledError                       publish_async window full too long
         ├── NoConsumerResponseError (also NoRespondersError)  a pull nobody answered (503)
-        ├── NoHeartbeatError                          a pull's idle heartbeats stopped coming
+        ├── NoHeartbeatError                          a consumer's idle heartbeats stopped coming
+        ├── ConsumerSequenceMismatchError             a gap in a push consumer's sequence
         ├── PullStatusError(status, description)      a pull ended by a status that is an error:
         │   ├── ConsumerDeletedError                  409 Consumer Deleted
         │   ├── ConsumerIsPushBasedError              409 Consumer is push based
@@ -85,6 +86,7 @@ __all__ = [
     "ConsumerIsPushBasedError",
     "ConsumerLeadershipChangedError",
     "ConsumerNotFoundError",
+    "ConsumerSequenceMismatchError",
     "InvalidArgumentError",
     "JetStreamError",
     "JetStreamNotEnabledAPIError",
@@ -269,6 +271,10 @@ class NoConsumerResponseError(JetStreamError, NoRespondersError):
 
 class NoHeartbeatError(JetStreamError):
     """A pull asked for idle heartbeats and neither they nor messages came in time."""
+
+
+class ConsumerSequenceMismatchError(JetStreamError):
+    """A push subscription saw a consumer sequence skip: messages were missed."""
 
 
 class PullStatusError(JetStreamError):

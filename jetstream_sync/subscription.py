@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from . import errors
@@ -59,6 +60,7 @@ class Subscription:
         self.pending_msgs_limit = pending_msgs_limit
         self.pending_bytes_limit = pending_bytes_limit
         self._hook = hook
+        self._on_take: Optional[MessageHook] = None
         self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
         # Written by the reader only / by consumers only, so neither needs a lock.
         self._in_bytes = 0
@@ -129,17 +131,29 @@ class Subscription:
     # --- consumer side ----------------------------------------------------------------
 
     def _take(self, timeout: Optional[float]) -> Msg:
-        item = self._q.get(timeout=timeout) if timeout != 0 else self._q.get_nowait()
-        if item is _END:
-            self._q.put(_END)
-            self._done.set()
-            assert self._end_error is not None
-            raise self._end_error
-        assert isinstance(item, Msg)
-        self._out_bytes += len(item.data)
-        if self._end_error is not None and self._q.qsize() <= 1:
-            self._done.set()
-        return item
+        on_take = self._on_take
+        end = None if timeout is None or on_take is None else time.monotonic() + timeout
+        while True:
+            item = self._q.get(timeout=timeout) if timeout != 0 else self._q.get_nowait()
+            if item is _END:
+                self._q.put(_END)
+                self._done.set()
+                assert self._end_error is not None
+                raise self._end_error
+            assert isinstance(item, Msg)
+            self._out_bytes += len(item.data)
+            if self._end_error is not None and self._q.qsize() <= 1:
+                self._done.set()
+            if on_take is None or not on_take(item):
+                return item
+            if end is not None:  # consumed by the take hook: wait for the next, in time left
+                timeout = max(0.0, end - time.monotonic())
+
+    def _set_take_hook(self, on_take: Optional[MessageHook]) -> None:
+        """An internal filter run where a message is handed to the user (next_msg, iteration,
+        the callback thread), in order; True means 'consumed, not for the user'. JetStream
+        push subscriptions answer flow control here: when the message before it is taken."""
+        self._on_take = on_take
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message; waits up to ``timeout`` seconds (None: until one arrives).

@@ -25,6 +25,7 @@ from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
 from .ordered import OrderedConsumer
 from .pull import PullSubscription
+from .push import JetStreamSubscription
 
 __all__ = [
     "AccountInfo",
@@ -35,6 +36,7 @@ __all__ = [
     "DeliverPolicy",
     "DiscardPolicy",
     "JetStream",
+    "JetStreamSubscription",
     "MessagesContext",
     "MsgMetadata",
     "OrderedConsumer",

@@ -22,6 +22,7 @@ from .manager import JetStreamManager
 from .ordered import OrderedConsumerFactory
 from .publish import AsyncPublisher, Publisher
 from .pull import PullSubscriber
+from .push import PushSubscriber
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Client
@@ -32,7 +33,12 @@ DEFAULT_API_PREFIX = "$JS.API"
 
 
 class JetStream(
-    JetStreamManager, Publisher, PullSubscriber, ConsumerFactory, OrderedConsumerFactory
+    JetStreamManager,
+    Publisher,
+    PullSubscriber,
+    PushSubscriber,
+    ConsumerFactory,
+    OrderedConsumerFactory,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 

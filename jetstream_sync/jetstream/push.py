@@ -1,0 +1,562 @@
+"""Push subscriptions: the ADR-15 subscribe workflow (seeds 001 / 003).
+
+``js.subscribe()`` checks its arguments before any server call, finds the stream, looks the
+consumer up (and checks it) when one is named, makes the NATS subscription on an inbox and
+only then creates the consumer delivering to it. Status messages never reach the user
+(automatic status management):
+
+* idle heartbeats prove the consumer alive; a heartbeat carrying ``Nats-Consumer-Stalled``
+  is answered at once (each flow-control subject once); 3 x the interval without anything
+  is reported as :class:`NoHeartbeatError` through error_cb (a timer checks);
+* a flow-control request is answered when the message before it is handed to the user —
+  in next_msg and callback modes alike — through the subscription's take hook;
+* the consumer sequence of every message (and the ``Nats-Last-Consumer`` of heartbeats) is
+  checked for gaps, reported as :class:`ConsumerSequenceMismatchError` (not for queues);
+* 409, 503 and unknown statuses are errors: raised by next_msg, reported in callback mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+
+from .. import errors
+from .._timeouts import check_timeout
+from ..msg import Msg
+from ..subscription import Subscription
+from . import api
+from .ack import ACK_NONE, parse_metadata
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import JetStream
+
+__all__ = ["JetStreamSubscription", "PushSubscriber"]
+
+HEARTBEAT_ALARM = 3.0  # missed intervals before NoHeartbeatError (ADR-15)
+_LIMIT_MSGS = 65536
+_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+class JetStreamSubscription:
+    """A push subscription. ``next_msg``, iteration or the callback give messages only."""
+
+    def __init__(
+        self,
+        js: JetStream,
+        stream: str,
+        consumer: str,
+        sub: Subscription,
+        created: bool,
+        queue: Optional[str],
+        ack_none: bool,
+        heartbeat: Optional[float],
+    ) -> None:
+        self._js = js
+        self._nc = js._nc
+        self.stream = stream
+        self.consumer = consumer
+        self._sub = sub
+        self._created = created
+        self._queue = queue
+        self._ack_none = ack_none
+        self._where = f"consumer {consumer!r} of stream {stream!r}"
+        self._answered_fc = ""  # the last flow-control subject answered
+        self._consumer_seq = 0  # of the last message seen (gap detection)
+        self._heartbeat = heartbeat
+        self._last_seen = time.monotonic()
+        self._alarmed = False
+        self._closed = False
+        self.delivered = 0
+        sub._set_take_hook(self._on_take)
+        if heartbeat:
+            self._nc._call_later(heartbeat, self._watchdog)
+
+    def __repr__(self) -> str:
+        return f"<JetStreamSubscription {self._where}>"
+
+    def _named(self, consumer: str) -> None:
+        """The consumer's name, once the server has made it (an ephemeral's is its own)."""
+        self.consumer = consumer
+        self._where = f"consumer {consumer!r} of stream {self.stream!r}"
+
+    # --- network thread: heartbeats, gaps ------------------------------------------------
+
+    def _on_arrival(self, msg: Msg) -> bool:
+        """Network thread: True for what the user must not see (handled here)."""
+        self._last_seen = time.monotonic()
+        if msg._hdr is None:
+            if self._ack_none:
+                msg._ack = ACK_NONE
+            if not self._queue and msg.reply:
+                self._check_sequence(msg)
+            return False
+        code = msg.status
+        if code is None:
+            return False
+        if code == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
+            stalled = msg.headers.get("Nats-Consumer-Stalled")
+            if stalled:
+                self._answer_flow_control(stalled)
+            last = msg.headers.get("Nats-Last-Consumer")
+            if last and not self._queue and last.isdigit() and int(last) != self._consumer_seq:
+                self._gap(int(last))
+                self._consumer_seq = int(last)  # reported once; count on from here
+            return True
+        return False  # flow control and errors go through the queue, in order
+
+    def _check_sequence(self, msg: Msg) -> None:
+        try:
+            seq = parse_metadata(msg.reply).sequence.consumer
+        except errors.NotJSMessageError:
+            return
+        if seq != self._consumer_seq + 1 and self._consumer_seq:
+            self._gap(seq)
+        self._consumer_seq = seq
+
+    def _gap(self, seen: int) -> None:
+        """Report a consumer sequence that is not the next one (ADR-15 gap awareness)."""
+        self._nc._report(
+            errors.ConsumerSequenceMismatchError(
+                f"{self._where}: consumer sequence gap: expected "
+                f"{self._consumer_seq + 1}, got {seen}"
+            )
+        )
+
+    def _answer_flow_control(self, subject: str) -> None:
+        if subject != self._answered_fc:
+            self._answered_fc = subject
+            self._nc._publish_trusted(subject, b"")
+
+    def _watchdog(self) -> None:
+        """Timer thread: 3 x the heartbeat without anything is an alarm (once per silence)."""
+        if self._closed or self._heartbeat is None:
+            return
+        silent = time.monotonic() - self._last_seen
+        if silent >= self._heartbeat * HEARTBEAT_ALARM:
+            if not self._alarmed:
+                self._alarmed = True
+                self._nc._report(
+                    errors.NoHeartbeatError(
+                        f"{self._where}: nothing for {silent:.1f} s (idle heartbeat "
+                        f"{self._heartbeat} s)"
+                    )
+                )
+        else:
+            self._alarmed = False
+        self._nc._call_later(self._heartbeat, self._watchdog)
+
+    # --- where the user takes messages ---------------------------------------------------
+
+    def _on_take(self, msg: Msg) -> bool:
+        if msg._hdr is None:
+            self.delivered += 1
+            return False
+        code = msg.status
+        if code is None:
+            self.delivered += 1
+            return False
+        if code == 100:  # flow control: the message before it has just been handed out
+            if msg.reply:
+                self._answer_flow_control(msg.reply)
+            return True
+        err = _status_error(msg, self._where)
+        if self._sub._cb is not None:
+            self._nc._report(err)
+            return True
+        raise err
+
+    def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
+        return self._sub.next_msg(timeout)
+
+    def __iter__(self) -> Any:
+        return iter(self._sub)
+
+    @property
+    def pending_msgs(self) -> int:
+        return self._sub.pending_msgs
+
+    def consumer_info(self) -> api.ConsumerInfo:
+        return self._js.consumer_info(self.stream, self.consumer)
+
+    # --- ending ---------------------------------------------------------------------------
+
+    def unsubscribe(self) -> None:
+        """Stop; a consumer this subscription created is deleted (its error raised)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sub.unsubscribe()
+        self._delete_if_ours(report=False)
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Let what was sent arrive and be handled, then stop as unsubscribe does; an error
+        deleting the consumer goes to error_cb."""
+        t = check_timeout(timeout, "drain timeout")
+        if self._closed:
+            return
+        self._closed = True
+        self._sub.drain(t)
+        self._delete_if_ours(report=True)
+
+    def _delete_if_ours(self, report: bool) -> None:
+        """Delete the consumer if this subscription made it — unless other members of its
+        queue group are still bound to it (the server says so in push_bound)."""
+        if not self._created or self._nc.is_closed:
+            return
+        try:
+            if self._queue:
+                self._nc.flush()  # our UNSUB first: push_bound then counts the others only
+                if self._js.consumer_info(self.stream, self.consumer).push_bound:
+                    return
+            self._js.delete_consumer(self.stream, self.consumer)
+        except errors.ConsumerNotFoundError:
+            pass
+        except errors.NATSError as exc:
+            if not report:
+                raise
+            self._nc._report(exc)
+
+
+def _status_error(msg: Msg, where: str) -> errors.JetStreamError:
+    code = msg.status or 0
+    if code == 503:
+        return errors.NoConsumerResponseError(f"{where}: 503 no responders")
+    if code == 409 and msg.description.lower().startswith("consumer deleted"):
+        return errors.ConsumerDeletedError(code, msg.description, where=where)
+    return errors.PullStatusError(code, msg.description, where=where)
+
+
+class PushSubscriber:
+    """The subscribe / subscribe_bind mixin of JetStream."""
+
+    def subscribe(
+        self,
+        subject: Optional[str],
+        queue: Optional[str] = None,
+        cb: Optional[Callable[[Msg], None]] = None,
+        durable: Optional[str] = None,
+        stream: Optional[str] = None,
+        config: Optional[api.ConsumerConfig] = None,
+        manual_ack: bool = False,
+        idle_heartbeat: Optional[float] = None,
+        flow_control: bool = False,
+        pending_msgs_limit: int = _LIMIT_MSGS,
+        pending_bytes_limit: int = _LIMIT_BYTES,
+    ) -> JetStreamSubscription:
+        """Subscribe through a push consumer (ADR-15): found by name or created for you."""
+        js: JetStream = self  # type: ignore[assignment]
+        return _subscribe(
+            js,
+            subject,
+            queue,
+            cb,
+            durable,
+            stream,
+            config,
+            manual_ack,
+            idle_heartbeat,
+            flow_control,
+            pending_msgs_limit,
+            pending_bytes_limit,
+            bind=False,
+        )
+
+    def subscribe_bind(
+        self,
+        stream: str,
+        consumer: str,
+        cb: Optional[Callable[[Msg], None]] = None,
+        manual_ack: bool = False,
+        queue: Optional[str] = None,
+    ) -> JetStreamSubscription:
+        """Subscribe to an existing push consumer, by stream and name."""
+        js: JetStream = self  # type: ignore[assignment]
+        return _subscribe(
+            js,
+            None,
+            queue,
+            cb,
+            consumer,
+            stream,
+            None,
+            manual_ack,
+            None,
+            False,
+            _LIMIT_MSGS,
+            _LIMIT_BYTES,
+            bind=True,
+        )
+
+
+def _subscribe(
+    js: JetStream,
+    subject: Optional[str],
+    queue: Optional[str],
+    cb: Optional[Callable[[Msg], None]],
+    durable: Optional[str],
+    stream: Optional[str],
+    config: Optional[api.ConsumerConfig],
+    manual_ack: bool,
+    idle_heartbeat: Optional[float],
+    flow_control: bool,
+    pending_msgs_limit: int,
+    pending_bytes_limit: int,
+    bind: bool,
+) -> JetStreamSubscription:
+    nc = js._nc
+    # 1. Checks before any server call.
+    if subject is not None and (not isinstance(subject, str) or not subject):
+        raise errors.BadSubjectError(f"subject must be a non-empty str or None, got {subject!r}")
+    if cb is not None and not callable(cb):
+        raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
+    if config is not None and not isinstance(config, api.ConsumerConfig):
+        raise errors.InvalidArgumentError(
+            f"config must be a ConsumerConfig, got {type(config).__name__}"
+        )
+    hb = None if idle_heartbeat is None else check_timeout(idle_heartbeat, "idle_heartbeat")
+    if hb is None and config is not None and config.idle_heartbeat:
+        hb = config.idle_heartbeat
+    fc = flow_control or bool(config is not None and config.flow_control)
+    if queue is not None and (not isinstance(queue, str) or not queue):
+        raise errors.InvalidArgumentError(f"queue must be a non-empty str, got {queue!r}")
+    if queue and (hb or fc):
+        raise errors.InvalidArgumentError(
+            "a queue subscription cannot use idle heartbeats or flow control: the server "
+            "would send them to one random member"
+        )
+    if fc and not hb:
+        raise errors.InvalidArgumentError("flow control needs an idle heartbeat (ADR-15)")
+    if subject is None and stream is None:
+        raise errors.InvalidArgumentError("subscribe needs a subject or a stream")
+    named = config.durable_name if config is not None else None
+    if named and durable and named != durable:
+        raise errors.InvalidArgumentError(
+            f"durable {durable!r} and config.durable_name {named!r} differ"
+        )
+    durable = durable or named
+    if durable is None and queue and not bind:
+        durable = queue  # 4. the queue name is the durable name (seed 001)
+    if durable is not None:
+        api.check_consumer_name(durable)
+    # 2. The stream.
+    if stream is None:
+        assert subject is not None
+        stream = js.find_stream_name_by_subject(subject)
+    stream = api.check_stream_name(stream)
+    # 3. The consumer, when named.
+    info: Optional[api.ConsumerInfo] = None
+    if durable is not None:
+        try:
+            info = js.consumer_info(stream, durable)
+        except errors.ConsumerNotFoundError:
+            if bind:
+                raise
+    if info is not None:
+        _check_existing(info, subject, queue, config, hb, fc)
+        return _attach(
+            js,
+            stream,
+            info,
+            queue,
+            cb,
+            manual_ack,
+            False,
+            hb,
+            pending_msgs_limit,
+            pending_bytes_limit,
+        )
+    # 5. Subscribe first, then create the consumer delivering there.
+    deliver = nc.new_inbox()
+    holder: Dict[str, JetStreamSubscription] = {}
+
+    def hook(msg: Msg) -> bool:
+        jsub = holder.get("sub")
+        return jsub._on_arrival(msg) if jsub is not None else False
+
+    user_cb = _wrap_cb(cb, manual_ack)
+    sub = nc._subscribe(
+        deliver, queue, user_cb, None, pending_msgs_limit, pending_bytes_limit, hook=hook
+    )
+    cfg = dataclasses.replace(
+        config or api.ConsumerConfig(),
+        durable_name=durable,
+        deliver_subject=deliver,
+        deliver_group=queue,
+        ack_policy=(config.ack_policy if config else None) or api.AckPolicy.EXPLICIT,
+        idle_heartbeat=hb,
+        flow_control=True if fc else None,
+    )
+    if subject is not None and not cfg.filter_subject and not cfg.filter_subjects:
+        cfg = dataclasses.replace(cfg, filter_subject=subject)
+    # The subscription's hooks are in place before the consumer exists: nothing the server
+    # sends can reach the user unfiltered.
+    jsub = JetStreamSubscription(
+        js, stream, durable or "", sub, True, queue, cfg.ack_policy == api.AckPolicy.NONE, hb
+    )
+    holder["sub"] = jsub
+    try:
+        info = js.add_consumer(stream, cfg)
+    except errors.ConsumerAlreadyExistsError:
+        # 6. Made meanwhile by someone else: check it, and move to its deliver subject.
+        jsub._closed = True
+        nc._unsubscribe(sub)
+        if durable is None:
+            raise
+        info = js.consumer_info(stream, durable)
+        _check_existing(info, subject, queue, config, hb, fc)
+        return _attach(
+            js,
+            stream,
+            info,
+            queue,
+            cb,
+            manual_ack,
+            False,
+            hb,
+            pending_msgs_limit,
+            pending_bytes_limit,
+        )
+    except BaseException:
+        jsub._closed = True
+        nc._unsubscribe(sub)
+        raise
+    jsub._named(info.name)
+    return jsub
+
+
+def _attach(
+    js: JetStream,
+    stream: str,
+    info: api.ConsumerInfo,
+    queue: Optional[str],
+    cb: Optional[Callable[[Msg], None]],
+    manual_ack: bool,
+    created: bool,
+    hb: Optional[float],
+    pending_msgs_limit: int,
+    pending_bytes_limit: int,
+) -> JetStreamSubscription:
+    """Subscribe to an existing consumer's deliver subject."""
+    deliver = info.config.deliver_subject
+    assert deliver
+    holder: Dict[str, JetStreamSubscription] = {}
+
+    def hook(msg: Msg) -> bool:
+        jsub = holder.get("sub")
+        return jsub._on_arrival(msg) if jsub is not None else False
+
+    sub = js._nc._subscribe(
+        deliver,
+        queue or info.config.deliver_group,
+        _wrap_cb(cb, manual_ack),
+        None,
+        pending_msgs_limit,
+        pending_bytes_limit,
+        hook=hook,
+    )
+    jsub = JetStreamSubscription(
+        js,
+        stream,
+        info.name,
+        sub,
+        created,
+        queue or info.config.deliver_group,
+        info.config.ack_policy == api.AckPolicy.NONE,
+        hb or info.config.idle_heartbeat,
+    )
+    holder["sub"] = jsub
+    return jsub
+
+
+def _wrap_cb(
+    cb: Optional[Callable[[Msg], None]], manual_ack: bool
+) -> Optional[Callable[[Msg], None]]:
+    """8. Callbacks ack after returning, unless manual_ack."""
+    if cb is None or manual_ack:
+        return cb
+
+    def acking(msg: Msg) -> None:
+        cb(msg)
+        msg.ack()  # ignored if the callback acked, or under ack policy none
+
+    return acking
+
+
+# Fields a subscribe call may leave to an existing consumer.
+_NOT_COMPARED = frozenset(
+    {
+        "name",
+        "durable_name",
+        "filter_subject",
+        "filter_subjects",
+        "deliver_subject",
+        "deliver_group",
+        "extra",
+    }
+)
+
+
+def _check_existing(
+    info: api.ConsumerInfo,
+    subject: Optional[str],
+    queue: Optional[str],
+    config: Optional[api.ConsumerConfig],
+    hb: Optional[float],
+    fc: bool,
+) -> None:
+    """3. The checks of subscribing to an existing consumer (seed 001), each its own error."""
+    have = info.config
+    where = f"consumer {info.name!r} of stream {info.stream_name!r}"
+    if not have.deliver_subject:
+        raise errors.InvalidArgumentError(
+            f"{where} is a pull consumer: use pull_subscribe or js.consumer()"
+        )
+    group = have.deliver_group
+    if queue is None:
+        if group:
+            raise errors.InvalidArgumentError(
+                f"{where} delivers to queue group {group!r}: subscribe with queue={group!r}"
+            )
+        if info.push_bound:
+            raise errors.InvalidArgumentError(
+                f"{where} is already bound to a subscription (duplicate subscription)"
+            )
+    else:
+        if not group:
+            raise errors.InvalidArgumentError(
+                f"{where} has no deliver group: it cannot serve queue {queue!r}"
+            )
+        if group != queue:
+            raise errors.InvalidArgumentError(
+                f"{where} delivers to queue group {group!r}, not {queue!r}"
+            )
+        if have.idle_heartbeat or have.flow_control:
+            raise errors.InvalidArgumentError(
+                f"{where} has idle heartbeats or flow control: not usable by a queue group"
+            )
+    if subject is not None:
+        filters = list(have.filter_subjects or [])
+        if have.filter_subject:
+            filters.append(have.filter_subject)
+        if filters and subject not in filters:
+            raise errors.InvalidArgumentError(
+                f"subject {subject!r} does not match the filter of {where}: {filters}"
+            )
+    differ = []
+    if config is not None:
+        for f in dataclasses.fields(config):
+            if f.name in _NOT_COMPARED:
+                continue
+            want = getattr(config, f.name)
+            if want is not None and want != getattr(have, f.name):
+                differ.append(f"{f.name} (asked {want!r}, has {getattr(have, f.name)!r})")
+    asked_hb = hb is not None and (config is None or config.idle_heartbeat is None)
+    if asked_hb and have.idle_heartbeat != hb:
+        differ.append(f"idle_heartbeat (asked {hb!r}, has {have.idle_heartbeat!r})")
+    if fc and not have.flow_control and (config is None or config.flow_control is None):
+        differ.append("flow_control (asked True, has False)")
+    if differ:
+        raise errors.InvalidArgumentError(
+            f"{where} exists with another configuration, not changed: {', '.join(differ)}"
+        )

@@ -1,0 +1,262 @@
+"""Push subscriptions (ADR-15, seeds 001/003) against a real server; the trace log is the
+witness for what goes on the wire (subscribe before create, flow-control replies, deletes)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from pathlib import Path
+from typing import Callable, Iterator, List, Tuple
+
+import pytest
+
+import jetstream_sync as nats
+from jetstream_sync import AckPolicy, ConsumerConfig
+from jetstream_sync.jetstream.context import JetStream
+from jetstream_sync.server import NATSServer
+from jetstream_sync.testing import wait_until
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def js(nc: nats.Client) -> JetStream:
+    return nc.jetstream()
+
+
+@pytest.fixture
+def stream(js: JetStream) -> Iterator[str]:
+    name = f"PUSH{next(_names)}"
+    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+    try:
+        yield name
+    finally:
+        js.delete_stream(name)
+
+
+def subj(stream: str, tail: str = "x") -> str:
+    return f"{stream.lower()}.{tail}"
+
+
+def fill(js: JetStream, stream: str, n: int, tail: str = "x") -> None:
+    for i in range(n):
+        js.publish(subj(stream, tail), str(i).encode())
+
+
+class Errors:
+    def __init__(self) -> None:
+        self.seen: List[Exception] = []
+
+    def __call__(self, exc: Exception) -> None:
+        self.seen.append(exc)
+
+    def kinds(self) -> List[type]:
+        return [type(e) for e in self.seen]
+
+
+@pytest.fixture
+def traced(
+    server_factory: Callable[..., NATSServer], tmp_path: Path
+) -> Iterator[Tuple[nats.Client, JetStream, Path]]:
+    trace = tmp_path / "trace.log"
+    srv = server_factory(jetstream=True, trace_log=str(trace))
+    with nats.connect(srv.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="T", subjects=["t.>"])
+        yield nc, js, trace
+
+
+def our_ops(trace: Path) -> List[str]:
+    ops = []
+    for line in trace.read_text(errors="replace").splitlines():
+        if "python3-sync" in line and "<<- [" in line:
+            ops.append(line.split("<<- [", 1)[1].rstrip("]"))
+    return ops
+
+
+# --- 1. checks before any server call -------------------------------------------------------
+
+
+def test_argument_checks(js: JetStream, stream: str) -> None:
+    s = subj(stream)
+    with pytest.raises(nats.InvalidArgumentError, match="queue subscription cannot"):
+        js.subscribe(s, queue="q", idle_heartbeat=1.0)
+    with pytest.raises(nats.InvalidArgumentError, match="queue subscription cannot"):
+        js.subscribe(s, queue="q", flow_control=True, idle_heartbeat=1.0)
+    with pytest.raises(nats.InvalidArgumentError, match="needs an idle heartbeat"):
+        js.subscribe(s, flow_control=True)
+    with pytest.raises(nats.InvalidArgumentError, match="subject or a stream"):
+        js.subscribe(None)
+    with pytest.raises(nats.InvalidArgumentError, match="callable"):
+        js.subscribe(s, cb="nope")  # type: ignore[arg-type]
+    with pytest.raises(nats.InvalidArgumentError, match="differ"):
+        js.subscribe(s, durable="a", config=ConsumerConfig(durable_name="b"))
+    with pytest.raises(nats.BadSubjectError):
+        js.subscribe("")
+    assert js.consumer_names(stream) == []  # none of these made anything
+
+
+# --- 2. the stream --------------------------------------------------------------------------
+
+
+def test_stream_found_by_subject_or_a_clear_error(js: JetStream, stream: str) -> None:
+    sub = js.subscribe(subj(stream))
+    assert sub.stream == stream
+    sub.unsubscribe()
+    with pytest.raises(nats.StreamNotFoundError, match="no stream captures"):
+        js.subscribe("nothing.captures.this")
+
+
+# --- 3. checks of an existing consumer --------------------------------------------------------
+
+
+def test_existing_consumer_checks(js: JetStream, stream: str) -> None:
+    s = subj(stream)
+    js.add_consumer(stream, durable_name="pull", ack_policy=AckPolicy.EXPLICIT)
+    with pytest.raises(nats.InvalidArgumentError, match="pull consumer"):
+        js.subscribe(s, durable="pull")
+    js.add_consumer(stream, durable_name="grouped", deliver_subject="dg.x", deliver_group="g1")
+    with pytest.raises(nats.InvalidArgumentError, match="queue group 'g1'"):
+        js.subscribe(s, durable="grouped")
+    with pytest.raises(nats.InvalidArgumentError, match="not 'g2'"):
+        js.subscribe(s, durable="grouped", queue="g2")
+    js.add_consumer(stream, durable_name="plain", deliver_subject="dp.x", filter_subject=s)
+    with pytest.raises(nats.InvalidArgumentError, match="no deliver group"):
+        js.subscribe(s, durable="plain", queue="q")
+    with pytest.raises(nats.InvalidArgumentError, match="does not match the filter"):
+        js.subscribe(subj(stream, "other"), durable="plain")
+    with pytest.raises(nats.InvalidArgumentError, match="max_ack_pending"):
+        js.subscribe(s, durable="plain", config=ConsumerConfig(max_ack_pending=3))
+    first = js.subscribe(s, durable="plain")  # binds: the consumer exists
+    with pytest.raises(nats.InvalidArgumentError, match="duplicate subscription"):
+        wait_until(lambda: js.consumer_info(stream, "plain").push_bound, what="bound")
+        js.subscribe(s, durable="plain")
+    first.unsubscribe()
+    assert "plain" in js.consumer_names(stream)  # not made by the library: never deleted
+
+
+# --- 4, 5, 7: queue durable, subscribe before create, deletion ---------------------------------
+
+
+def test_subscribe_before_create_and_delete_on_unsubscribe(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    nc, js, trace = traced
+    sub = js.subscribe("t.x", durable="made")
+    info = js.consumer_info("T", "made")
+    deliver = info.config.deliver_subject
+    assert deliver and deliver.startswith("_INBOX.")
+    sub.unsubscribe()
+    nc.flush()
+    ops = our_ops(trace)
+    i_sub = next(i for i, op in enumerate(ops) if op.startswith(f"SUB {deliver} "))
+    i_create = next(i for i, op in enumerate(ops) if "CONSUMER.CREATE.T.made" in op)
+    i_delete = next(i for i, op in enumerate(ops) if "CONSUMER.DELETE.T.made" in op)
+    assert i_sub < i_create < i_delete
+    with pytest.raises(nats.ConsumerNotFoundError):
+        js.consumer_info("T", "made")
+
+
+def test_queue_name_is_the_durable_and_members_share(js: JetStream, stream: str) -> None:
+    got: List[Tuple[int, bytes]] = []
+    lock = threading.Lock()
+
+    def member(n: int) -> Callable[[nats.Msg], None]:
+        def cb(msg: nats.Msg) -> None:
+            with lock:
+                got.append((n, msg.data))
+
+        return cb
+
+    a = js.subscribe(subj(stream), queue="workers", cb=member(1))
+    b = js.subscribe(subj(stream), queue="workers", cb=member(2))
+    info = js.consumer_info(stream, "workers")
+    assert info.config.deliver_group == "workers"
+    fill(js, stream, 50)
+    wait_until(lambda: len(got) == 50, what="all 50")
+    assert sorted(int(d) for _, d in got) == list(range(50))
+    # a made the consumer, but b is still bound when a leaves: it stays for b.
+    a.drain(timeout=10)
+    assert js.consumer_info(stream, "workers").name == "workers"
+    b.drain(timeout=10)  # b only bound to it: b never deletes it
+    assert "workers" in js.consumer_names(stream)
+    # The creator leaving last does delete it.
+    c = js.subscribe(subj(stream), queue="crew", cb=member(3))
+    d = js.subscribe(subj(stream), queue="crew", cb=member(4))
+    d.drain(timeout=10)
+    c.drain(timeout=10)
+    wait_until(lambda: "crew" not in js.consumer_names(stream), what="deleted")
+
+
+# --- 8. acks ------------------------------------------------------------------------------------
+
+
+def test_callbacks_ack_unless_manual(js: JetStream, stream: str) -> None:
+    fill(js, stream, 10)
+    seen: List[bytes] = []
+    auto = js.subscribe(subj(stream), durable="auto", cb=lambda m: seen.append(m.data))
+    wait_until(lambda: len(seen) == 10, what="auto")
+    js.nc.flush()
+    wait_until(lambda: js.consumer_info(stream, "auto").num_ack_pending == 0, what="acked")
+    manual: List[nats.Msg] = []
+    man = js.subscribe(subj(stream), durable="man", cb=manual.append, manual_ack=True)
+    wait_until(lambda: len(manual) == 10, what="manual")
+    js.nc.flush()
+    assert js.consumer_info(stream, "man").num_ack_pending == 10
+    for m in manual:
+        m.ack()
+    js.nc.flush()
+    wait_until(lambda: js.consumer_info(stream, "man").num_ack_pending == 0, what="acked")
+    auto.unsubscribe()
+    man.unsubscribe()
+
+
+# --- 9. status management ---------------------------------------------------------------------
+
+
+def test_flow_control_answered_once_each_and_statuses_never_handed_out(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    nc, js, trace = traced
+    payload = b"x" * 4096
+    for _ in range(800):  # enough bytes for the server to ask for flow control
+        js.publish_async("t.big", payload)
+    js.publish_async_completed(timeout=30)
+    sub = js.subscribe("t.big", idle_heartbeat=0.5, flow_control=True)
+    got = [sub.next_msg(timeout=10) for _ in range(800)]
+    assert all(m.status is None and m.data == payload for m in got)
+    nc.flush()
+    replies = [op for op in our_ops(trace) if op.startswith("PUB $JS.FC.")]
+    assert replies, "the server asked for flow control and got no reply"
+    assert len(replies) == len(set(replies))  # each subject once
+    sub.unsubscribe()
+
+
+def test_missing_heartbeats_are_reported(server_factory: Callable[..., NATSServer]) -> None:
+    srv = server_factory(jetstream=True)
+    errs = Errors()
+    with nats.connect(srv.url, error_cb=errs, ping_interval=60) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="HB", subjects=["hb"])
+        sub = js.subscribe("hb", idle_heartbeat=0.2)
+        srv.pause()
+        try:
+            wait_until(lambda: nats.NoHeartbeatError in errs.kinds(), what="the alarm")
+        finally:
+            srv.resume()
+        js.publish("hb", b"after", timeout=10)
+        assert sub.next_msg(timeout=10).data == b"after"
+        sub.unsubscribe()
+
+
+def test_subscribe_bind(js: JetStream, stream: str) -> None:
+    js.add_consumer(
+        stream, durable_name="bound", deliver_subject="bound.here", ack_policy=AckPolicy.EXPLICIT
+    )
+    fill(js, stream, 3)
+    sub = js.subscribe_bind(stream, "bound")
+    assert [sub.next_msg(timeout=5).data for _ in range(3)] == [b"0", b"1", b"2"]
+    sub.unsubscribe()
+    assert "bound" in js.consumer_names(stream)  # bound, not made: kept
+    with pytest.raises(nats.ConsumerNotFoundError):
+        js.subscribe_bind(stream, "missing")
