@@ -378,6 +378,9 @@ class Client:
         self._timers: Optional[Timers] = None
         self._close_hooks: List[Callable[[], None]] = []
         self._reconnect_hooks: List[Callable[[], None]] = []
+        # Fault injection for tests: messages for which this returns True are dropped as if
+        # the network had lost them. See jetstream_sync.testing.drop_inbound.
+        self._inbound_filter: Optional[Callable[[Msg], bool]] = None
         self._last_error: Optional[errors.NATSError] = None
 
     # --- connecting -------------------------------------------------------------------
@@ -785,6 +788,9 @@ class Client:
         subs = self._subs
         msg_cls = Msg
         nmsgs = nbytes = 0
+        drop = self._inbound_filter
+        if drop is not None:  # tests only (jetstream_sync.testing.drop_inbound)
+            events = [ev for ev in events if ev.__class__ is not msg_cls or not drop(ev)]
         try:
             for ev in events:
                 if ev.__class__ is msg_cls:

@@ -4,19 +4,24 @@
 * ``nc`` — a client connected to it, closed after the test.
 * ``server_factory`` — ``server_factory(**NATSServer options)`` starts extra servers that
   are always cleaned up, for tests that restart, kill or trace a server of their own.
+* ``drop_inbound(nc, predicate)`` — fault injection: while the context is open, messages
+  arriving at ``nc`` for which ``predicate(msg)`` is true are dropped, as if lost on the way
+  (chosen messages, heartbeats, flow-control requests...).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Callable, Iterator, List
 
 import pytest
 
 from .client import Client, connect
+from .msg import Msg
 from .server import NATSServer
 
-__all__ = ["nats_server", "nc", "server_factory", "wait_until"]
+__all__ = ["drop_inbound", "nats_server", "nc", "server_factory", "wait_until"]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -66,3 +71,22 @@ def server_factory() -> Iterator[Callable[..., NATSServer]]:
     finally:
         for srv in started:
             srv.cleanup()
+
+
+@contextlib.contextmanager
+def drop_inbound(client: Client, predicate: Callable[[Msg], bool]) -> Iterator[List[Msg]]:
+    """Drop the messages ``predicate`` picks as they arrive at ``client``; yields the list of
+    those dropped (for the test to look at). Not for production: a test's network fault."""
+    dropped: List[Msg] = []
+
+    def drop(msg: Msg) -> bool:
+        if predicate(msg):
+            dropped.append(msg)
+            return True
+        return False
+
+    client._inbound_filter = drop
+    try:
+        yield dropped
+    finally:
+        client._inbound_filter = None

@@ -14,7 +14,7 @@ import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
-from jetstream_sync.testing import wait_until
+from jetstream_sync.testing import drop_inbound, wait_until
 
 _names = itertools.count()
 
@@ -260,3 +260,52 @@ def test_subscribe_bind(js: JetStream, stream: str) -> None:
     assert "bound" in js.consumer_names(stream)  # bound, not made: kept
     with pytest.raises(nats.ConsumerNotFoundError):
         js.subscribe_bind(stream, "missing")
+
+
+# --- 11. fault injection, and the stalled-heartbeat path ---------------------------------------
+
+
+def test_drop_inbound_drops_what_it_is_told(nc: nats.Client) -> None:
+    sub = nc.subscribe("drops")
+    with drop_inbound(nc, lambda m: m.data == b"lost") as dropped:
+        for data in (b"a", b"lost", b"b"):
+            nc.publish("drops", data)
+        nc.flush()
+        got = [sub.next_msg(timeout=5).data for _ in range(2)]
+    assert got == [b"a", b"b"] and [m.data for m in dropped] == [b"lost"]
+    nc.publish("drops", b"lost")  # the filter is gone with the context
+    assert sub.next_msg(timeout=5).data == b"lost"
+
+
+def is_flow_control(msg: nats.Msg) -> bool:
+    return (
+        msg._hdr is not None
+        and msg.status == 100
+        and "flowcontrol" in (msg.description.lower().replace(" ", ""))
+    )
+
+
+def test_flow_control_stall_recovers_through_stalled_heartbeats(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    nc, js, trace = traced
+    payload = b"y" * 4096
+    for _ in range(800):
+        js.publish_async("t.stall", payload)
+    js.publish_async_completed(timeout=30)
+    with drop_inbound(nc, is_flow_control) as dropped:
+        sub = js.subscribe("t.stall", idle_heartbeat=0.3, flow_control=True)
+        got = [sub.next_msg(timeout=20) for _ in range(800)]
+    assert len(got) == 800 and dropped, "no flow-control request was dropped"
+    nc.flush()
+    answered = {op.split()[1] for op in our_ops(trace) if op.startswith("PUB $JS.FC.")}
+    # Every flow-control request was dropped, yet flow-control subjects were answered and all
+    # 800 messages came: the answers went out for Nats-Consumer-Stalled heartbeats.
+    assert answered
+    stalled = [
+        line
+        for line in trace.read_text(errors="replace").splitlines()
+        if "Nats-Consumer-Stalled" in line
+    ]
+    assert stalled and all(any(subject in line for line in stalled) for subject in answered)
+    sub.unsubscribe()
