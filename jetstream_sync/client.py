@@ -1230,6 +1230,13 @@ class Client:
                 self._kicked = True
                 self._kick.set()
 
+    def _drop_interest(self, sub: Subscription) -> None:
+        """UNSUB and stop routing to ``sub``, but leave its queue open (an ordered push
+        subscription keeps handing out what came, from its next inboxes)."""
+        with self._wlock:
+            if self._subs.pop(sub.sid, None) is not None:
+                self._enqueue_locked(proto.encode_unsub(sub.sid))
+
     def _forget_sub(self, sub: Subscription) -> None:
         self._subs.pop(sub.sid, None)
 

@@ -18,6 +18,7 @@ only then creates the consumer delivering to it. Status messages never reach the
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
@@ -31,7 +32,7 @@ from .ack import ACK_NONE, parse_metadata
 if TYPE_CHECKING:  # pragma: no cover
     from .context import JetStream
 
-__all__ = ["JetStreamSubscription", "PushSubscriber"]
+__all__ = ["JetStreamSubscription", "OrderedPushSubscription", "PushSubscriber"]
 
 HEARTBEAT_ALARM = 3.0  # missed intervals before NoHeartbeatError (ADR-15)
 _LIMIT_MSGS = 65536
@@ -40,6 +41,8 @@ _LIMIT_BYTES = 64 * 1024 * 1024
 
 class JetStreamSubscription:
     """A push subscription. ``next_msg``, iteration or the callback give messages only."""
+
+    resets = 0  # how often an ordered consumer's chain was rebuilt (0 for the others)
 
     def __init__(
         self,
@@ -239,13 +242,35 @@ class PushSubscriber:
         stream: Optional[str] = None,
         config: Optional[api.ConsumerConfig] = None,
         manual_ack: bool = False,
+        ordered_consumer: bool = False,
         idle_heartbeat: Optional[float] = None,
         flow_control: bool = False,
         pending_msgs_limit: int = _LIMIT_MSGS,
         pending_bytes_limit: int = _LIMIT_BYTES,
     ) -> JetStreamSubscription:
-        """Subscribe through a push consumer (ADR-15): found by name or created for you."""
+        """Subscribe through a push consumer (ADR-15): found by name or created for you;
+        ``ordered_consumer=True`` makes an ordered one (ADR-17)."""
         js: JetStream = self  # type: ignore[assignment]
+        if ordered_consumer:
+            if durable or queue or manual_ack or (config is not None and config.durable_name):
+                raise errors.InvalidArgumentError(
+                    "an ordered consumer is ephemeral, acks nothing and serves one subscriber: "
+                    "no durable, queue or manual_ack"
+                )
+            if subject is None and stream is None:
+                raise errors.InvalidArgumentError("subscribe needs a subject or a stream")
+            if idle_heartbeat is not None:
+                idle_heartbeat = check_timeout(idle_heartbeat, "idle_heartbeat")
+            return _ordered(
+                js,
+                subject,
+                cb,
+                stream,
+                config,
+                idle_heartbeat,
+                pending_msgs_limit,
+                pending_bytes_limit,
+            )
         return _subscribe(
             js,
             subject,
@@ -560,3 +585,200 @@ def _check_existing(
         raise errors.InvalidArgumentError(
             f"{where} exists with another configuration, not changed: {', '.join(differ)}"
         )
+
+
+class OrderedPushSubscription(JetStreamSubscription):
+    """``js.subscribe(..., ordered_consumer=True)`` (ADR-17, push): every message once, in
+    order. A chain of ephemeral consumers (ack none, max_deliver 1, flow control and
+    heartbeats on, memory storage, one replica): on a gap, missed heartbeats, a reconnect or
+    an error status, the next one is made on a new inbox starting at the last stream
+    sequence + 1, and the old one deleted. The user-facing queue stays the same throughout.
+    """
+
+    def __init__(
+        self,
+        js: JetStream,
+        stream: str,
+        sub: Subscription,
+        inbox: str,
+        template: api.ConsumerConfig,
+        heartbeat: float,
+    ) -> None:
+        super().__init__(js, stream, "", sub, True, None, True, heartbeat)
+        self._template = template
+        self._inbox = inbox  # the current link's deliver subject; others are stale
+        self._link_sub: Optional[Subscription] = None  # the current inbox, if not sub's
+        self._stream_seq = 0  # of the last message queued for the user
+        self._reset_lock = threading.Lock()
+        self._resetting = False
+        self.resets = 0
+        self._nc._add_reconnect_hook(self._on_reconnect)
+
+    def _primary_hook(self, msg: Msg) -> bool:
+        return self._arrive(self._sub.subject, msg, forward=False)
+
+    def _arrive(self, inbox: str, msg: Msg, forward: bool) -> bool:
+        """Network thread: True when handled here (dropped, or queued by us)."""
+        if inbox != self._inbox or self._closed:
+            return True  # a stale link's delivery: the new link sends it again
+        self._last_seen = time.monotonic()
+        if msg._hdr is None or msg.status is None:
+            try:
+                md = parse_metadata(msg.reply)
+            except errors.NotJSMessageError:
+                return True
+            if md.sequence.consumer != self._consumer_seq + 1:
+                self._break("a gap in the consumer sequence")
+                return True
+            self._consumer_seq = md.sequence.consumer
+            self._stream_seq = md.sequence.stream
+            msg._ack = ACK_NONE
+        elif msg.status == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
+            stalled = msg.headers.get("Nats-Consumer-Stalled")
+            if stalled:
+                self._answer_flow_control(stalled)
+            last = msg.headers.get("Nats-Last-Consumer")
+            if last and last.isdigit() and int(last) != self._consumer_seq:
+                self._break("a heartbeat says messages were missed")
+            return True
+        elif msg.status != 100:
+            self._break(f"status {msg.status} {msg.description}")
+            return True
+        if forward:
+            self._sub._deliver(msg)
+            return True
+        return False
+
+    def _on_reconnect(self) -> None:
+        self._break("reconnected")
+
+    def _watchdog(self) -> None:
+        if self._closed or self._heartbeat is None:
+            return
+        if time.monotonic() - self._last_seen >= self._heartbeat * HEARTBEAT_ALARM:
+            self._last_seen = time.monotonic()
+            self._break("missed heartbeats")
+        self._nc._call_later(self._heartbeat, self._watchdog)
+
+    def _break(self, why: str) -> None:
+        """Any thread: rebuild the chain on a thread of its own (API calls block)."""
+        if self._resetting or self._closed:
+            return
+        self._resetting = True
+        self._inbox = ""  # drop everything until the new link is in place
+        threading.Thread(
+            target=self._relink, args=(why,), name="nats-ordered-reset", daemon=True
+        ).start()
+
+    def _relink(self, why: str) -> None:
+        with self._reset_lock:
+            delay = 0.05
+            while not self._closed:
+                try:
+                    self._make_link()
+                    return
+                except errors.NATSError as exc:
+                    self._nc._report(exc)
+                    time.sleep(delay)  # a restarting server: try again shortly
+                    delay = min(delay * 2, 2.0)
+
+    def _make_link(self) -> None:
+        self.resets += 1
+        nc = self._nc
+        old_name, old_link = self.consumer, self._link_sub
+        inbox = nc.new_inbox()
+
+        def hook(msg: Msg) -> bool:
+            return self._arrive(inbox, msg, forward=True)
+
+        link = nc._subscribe(inbox, None, None, None, _LIMIT_MSGS, _LIMIT_BYTES, hook=hook)
+        cfg = dataclasses.replace(self._template, deliver_subject=inbox)
+        if self._stream_seq:
+            cfg = dataclasses.replace(
+                cfg,
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=self._stream_seq + 1,
+                opt_start_time=None,
+            )
+        self._consumer_seq = 0
+        self._inbox = inbox  # before the consumer exists: its first message is not missed
+        self._resetting = False
+        try:
+            info = self._js.add_consumer(self.stream, cfg)
+        except BaseException:
+            self._inbox = ""
+            self._resetting = True
+            nc._unsubscribe(link)
+            raise
+        self._link_sub = link
+        self._named(info.name)
+        if old_link is not None:
+            nc._unsubscribe(old_link)
+        elif not self._sub._end_error:
+            nc._drop_interest(self._sub)  # the first inbox: its queue is the user's
+        if old_name:
+            try:
+                self._js.delete_consumer(self.stream, old_name)
+            except errors.NATSError:
+                pass  # gone already; an ephemeral push consumer is also reaped by the server
+
+    def unsubscribe(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._nc._remove_reconnect_hook(self._on_reconnect)
+        with self._reset_lock:
+            if self._link_sub is not None:
+                self._nc._unsubscribe(self._link_sub)
+            self._sub.unsubscribe()
+            self._delete_if_ours(report=False)
+
+    def drain(self, timeout: float = 30.0) -> None:
+        self.unsubscribe()
+
+
+def _ordered(
+    js: JetStream,
+    subject: Optional[str],
+    cb: Optional[Callable[[Msg], None]],
+    stream: Optional[str],
+    config: Optional[api.ConsumerConfig],
+    idle_heartbeat: Optional[float],
+    pending_msgs_limit: int,
+    pending_bytes_limit: int,
+) -> OrderedPushSubscription:
+    nc = js._nc
+    if stream is None:
+        assert subject is not None
+        stream = js.find_stream_name_by_subject(subject)
+    stream = api.check_stream_name(stream)
+    hb = idle_heartbeat or (config.idle_heartbeat if config else None) or 5.0
+    template = dataclasses.replace(
+        config or api.ConsumerConfig(),
+        ack_policy=api.AckPolicy.NONE,
+        max_deliver=1,
+        flow_control=True,
+        idle_heartbeat=hb,
+        mem_storage=True,
+        num_replicas=1,
+    )
+    if subject is not None and not template.filter_subject and not template.filter_subjects:
+        template = dataclasses.replace(template, filter_subject=subject)
+    inbox = nc.new_inbox()
+    holder: Dict[str, OrderedPushSubscription] = {}
+
+    def hook(msg: Msg) -> bool:
+        osub = holder.get("sub")
+        return osub._primary_hook(msg) if osub is not None else True
+
+    sub = nc._subscribe(inbox, None, cb, None, pending_msgs_limit, pending_bytes_limit, hook=hook)
+    osub = OrderedPushSubscription(js, stream, sub, inbox, template, hb)
+    holder["sub"] = osub
+    try:
+        info = js.add_consumer(stream, dataclasses.replace(template, deliver_subject=inbox))
+    except BaseException:
+        osub._closed = True
+        nc._unsubscribe(sub)
+        raise
+    osub._named(info.name)
+    return osub

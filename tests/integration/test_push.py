@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -309,3 +309,85 @@ def test_flow_control_stall_recovers_through_stalled_heartbeats(
     ]
     assert stalled and all(any(subject in line for line in stalled) for subject in answered)
     sub.unsubscribe()
+
+
+# --- 10. ordered push consumers ---------------------------------------------------------------
+
+
+def stream_seq(msg: nats.Msg) -> int:
+    return msg.metadata.sequence.stream
+
+
+def drop_once(targets: Set[int]) -> Callable[[nats.Msg], bool]:
+    """A filter dropping each chosen stream sequence the first time it arrives."""
+
+    def pick(msg: nats.Msg) -> bool:
+        if msg._hdr is None and msg.reply.startswith("$JS.ACK."):
+            seq = stream_seq(msg)
+            if seq in targets:
+                targets.discard(seq)
+                return True
+        return False
+
+    return pick
+
+
+@pytest.mark.parametrize("which", ["one percent", "the first", "the last"])
+def test_ordered_push_consumer_delivers_everything_in_order(
+    server_factory: Callable[..., NATSServer], which: str
+) -> None:
+    srv = server_factory(jetstream=True)
+    n = 50_000
+    with nats.connect(srv.url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="ORD", subjects=["ord"])
+        for i in range(n):
+            js.publish_async("ord", str(i).encode())
+        js.publish_async_completed(timeout=60)
+        targets = {
+            "one percent": set(range(37, n + 1, 100)),
+            "the first": {1},
+            "the last": {n},
+        }[which]
+        wanted = len(targets)
+        with drop_inbound(nc, drop_once(targets)) as dropped:
+            sub = js.subscribe("ord", ordered_consumer=True, idle_heartbeat=0.5)
+            got = [int(sub.next_msg(timeout=30).data) for _ in range(n)]
+        assert got == list(range(n))
+        assert len(dropped) == wanted and sub.resets >= 1
+
+        def current() -> Optional[nats.ConsumerInfo]:
+            try:  # a relink may be finishing in the background: look until it has
+                return js.consumer_info("ORD", sub.consumer)
+            except nats.ConsumerNotFoundError:
+                return None
+
+        info = wait_until(current, what="the current link's info").config
+        assert info.ack_policy == AckPolicy.NONE and info.max_deliver == 1
+        assert info.flow_control and info.mem_storage and info.num_replicas == 1
+        sub.unsubscribe()
+
+
+def test_ordered_push_consumer_argument_checks(js: JetStream, stream: str) -> None:
+    for kwargs in ({"durable": "d"}, {"queue": "q"}, {"manual_ack": True}):
+        with pytest.raises(nats.InvalidArgumentError, match="ordered consumer"):
+            js.subscribe(subj(stream), ordered_consumer=True, **kwargs)
+
+
+def test_ordered_push_consumer_survives_a_server_restart(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="OR", subjects=["or"])  # file storage: the stream survives
+        for i in range(10):
+            js.publish("or", str(i).encode())
+        sub = js.subscribe("or", ordered_consumer=True, idle_heartbeat=0.5)
+        got = [int(sub.next_msg(timeout=10).data) for _ in range(10)]
+        srv.restart()  # the memory consumer is gone after this
+        for i in range(10, 20):
+            js.publish("or", str(i).encode(), timeout=15)
+        got += [int(sub.next_msg(timeout=30).data) for _ in range(10)]
+        assert got == list(range(20)) and sub.resets >= 1
+        sub.unsubscribe()
