@@ -61,6 +61,17 @@ def main() -> None:
         first.ack()
         print(f"next_msg: first event {first.data.decode()}, seq {first.metadata.sequence.stream}")
         sub.unsubscribe()
+
+        # An ordered consumer: every message once, in order, whatever happens to its
+        # server-side consumer (here: deleted under it; its heartbeats stop, so it relinks).
+        ordered = js.subscribe("events.click", ordered_consumer=True, idle_heartbeat=0.5)
+        replay = [int(ordered.next_msg(timeout=10).data) for _ in range(20)]
+        js.delete_consumer("EVENTS", ordered.consumer)
+        for i in range(20, 30):
+            js.publish("events.click", str(i).encode())
+        replay += [int(ordered.next_msg(timeout=20).data) for _ in range(10)]
+        print(f"ordered: {replay == list(range(30))}, relinked {ordered.resets} time(s)")
+        ordered.unsubscribe()
         js.delete_stream("EVENTS")
 
 

@@ -20,7 +20,12 @@ EXPECTED = {
     "js_publish.py": ["duplicate=True", "expected_last_seq=1 refused", "10000 acks"],
     "pull_worker.py": ["handled 500 of 500 jobs", "left in the work queue: 0"],
     "consume.py": ["fetch: 10 messages", "all 100 handled once: True", "unacked left: 0"],
-    "push.py": ["callback: 20 events, in order: True", "shared by 2 members", "first event 0"],
+    "push.py": [
+        "callback: 20 events, in order: True",
+        "shared by 2 members",
+        "first event 0",
+        "ordered: True",
+    ],
     "ordered_replay.py": ["replayed 500 messages in order", "[401, 403, 405, 407, 409]"],
 }
 
