@@ -391,3 +391,34 @@ def test_ordered_push_consumer_survives_a_server_restart(
         got += [int(sub.next_msg(timeout=30).data) for _ in range(10)]
         assert got == list(range(20)) and sub.resets >= 1
         sub.unsubscribe()
+
+
+# --- 6. the "already exists" race ---------------------------------------------------------------
+
+
+def test_consumer_made_by_someone_else_meanwhile_is_joined(
+    js: JetStream, stream: str, nats_server: NATSServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lookup says 'not found', another process creates the durable before our create:
+    the library looks it up again, checks it, and subscribes to its deliver subject."""
+    real_info = js.consumer_info
+
+    def lookup_then_lose_the_race(stream_name: str, name: str) -> nats.ConsumerInfo:
+        monkeypatch.setattr(js, "consumer_info", real_info)  # only the first lookup races
+        with nats.connect(nats_server.url) as other:
+            other.jetstream().add_consumer(
+                stream_name,
+                durable_name=name,
+                deliver_subject="raced.deliver",
+                filter_subject=subj(stream),
+                ack_policy=AckPolicy.EXPLICIT,
+            )
+        raise nats.ConsumerNotFoundError(404, 10014, "consumer not found")
+
+    monkeypatch.setattr(js, "consumer_info", lookup_then_lose_the_race)
+    sub = js.subscribe(subj(stream), durable="racy")
+    assert js.consumer_info(stream, "racy").config.deliver_subject == "raced.deliver"
+    fill(js, stream, 3)
+    assert [sub.next_msg(timeout=5).data for _ in range(3)] == [b"0", b"1", b"2"]
+    sub.unsubscribe()
+    assert "racy" in js.consumer_names(stream)  # not made by this subscription: kept
