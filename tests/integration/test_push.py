@@ -422,3 +422,29 @@ def test_consumer_made_by_someone_else_meanwhile_is_joined(
     assert [sub.next_msg(timeout=5).data for _ in range(3)] == [b"0", b"1", b"2"]
     sub.unsubscribe()
     assert "racy" in js.consumer_names(stream)  # not made by this subscription: kept
+
+
+def test_gaps_are_reported_but_not_for_queue_groups(nats_server: NATSServer) -> None:
+    errs = Errors()
+    with nats.connect(nats_server.url, error_cb=errs) as nc:
+        js = nc.jetstream()
+        name = f"PUSH{next(_names)}"
+        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+        try:
+            fill(js, name, 5)
+            with drop_inbound(nc, drop_once({3})):
+                sub = js.subscribe(subj(name), durable="gappy")
+                got = [sub.next_msg(timeout=5).data for _ in range(4)]
+            assert got == [b"0", b"1", b"3", b"4"]  # stream seq 3 (data "2") was lost
+            wait_until(lambda: nats.ConsumerSequenceMismatchError in errs.kinds(), what="the gap")
+            assert "expected 3, got 4" in str(errs.seen[-1])
+            sub.unsubscribe()
+            errs.seen.clear()
+            with drop_inbound(nc, drop_once({2})):
+                qsub = js.subscribe(subj(name), queue="crew")
+                assert len([qsub.next_msg(timeout=5) for _ in range(4)]) == 4
+            nc.flush()
+            assert nats.ConsumerSequenceMismatchError not in errs.kinds()
+            qsub.unsubscribe()
+        finally:
+            js.delete_stream(name)
