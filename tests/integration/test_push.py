@@ -448,3 +448,21 @@ def test_gaps_are_reported_but_not_for_queue_groups(nats_server: NATSServer) -> 
             qsub.unsubscribe()
         finally:
             js.delete_stream(name)
+
+
+def test_error_statuses_are_raised_not_handed_out(js: JetStream, stream: str) -> None:
+    """409 / 503 / unknown statuses on a push subscription are errors (seed 003). The server
+    has no easy way to send one on demand, so one is put where it would arrive."""
+    sub = js.subscribe(subj(stream))
+    for line, cls in (
+        ("409 Consumer Deleted", nats.ConsumerDeletedError),
+        ("503", nats.NoConsumerResponseError),
+        ("418 Something New", nats.PullStatusError),
+    ):
+        hdr = f"NATS/1.0 {line}\r\n\r\n".encode()
+        sub._sub._deliver(nats.Msg(sub._sub.subject, "", b"", sub._sub.sid, hdr, js.nc))
+        with pytest.raises(cls):
+            sub.next_msg(timeout=5)
+    fill(js, stream, 1)
+    assert sub.next_msg(timeout=5).data == b"0"  # and the subscription goes on
+    sub.unsubscribe()
