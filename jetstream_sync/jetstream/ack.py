@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from .. import errors
 from .._timeouts import check_timeout
@@ -56,6 +56,23 @@ class MsgMetadata:
     stream: str
     consumer: str
     domain: Optional[str] = None
+
+
+def sequences(reply: str) -> Optional[Tuple[int, int]]:
+    """(consumer sequence, stream sequence) of a ``$JS.ACK`` subject, or None when it is
+    not one: what push subscriptions check on every message, without parse_metadata's
+    timestamp and objects."""
+    tokens = reply.split(".")
+    n = len(tokens)
+    if n == 9:
+        c, s = tokens[6], tokens[5]
+    elif n > 10:
+        c, s = tokens[8], tokens[7]
+    else:
+        return None
+    if tokens[1] != "ACK" or not c.isdigit() or not s.isdigit():
+        return None
+    return int(c), int(s)
 
 
 def parse_metadata(reply: str) -> MsgMetadata:

@@ -27,7 +27,7 @@ from .._timeouts import check_timeout
 from ..msg import Msg
 from ..subscription import Subscription
 from . import api
-from .ack import ACK_NONE, parse_metadata
+from .ack import ACK_NONE, sequences
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import JetStream
@@ -109,10 +109,10 @@ class JetStreamSubscription:
         return False  # flow control and errors go through the queue, in order
 
     def _check_sequence(self, msg: Msg) -> None:
-        try:
-            seq = parse_metadata(msg.reply).sequence.consumer
-        except errors.NotJSMessageError:
+        seqs = sequences(msg.reply)
+        if seqs is None:
             return
+        seq = seqs[0]
         if seq != self._consumer_seq + 1 and self._consumer_seq:
             self._gap(seq)
         self._consumer_seq = seq
@@ -623,15 +623,13 @@ class OrderedPushSubscription(JetStreamSubscription):
             return True  # a stale link's delivery: the new link sends it again
         self._last_seen = time.monotonic()
         if msg._hdr is None or msg.status is None:
-            try:
-                md = parse_metadata(msg.reply)
-            except errors.NotJSMessageError:
+            seqs = sequences(msg.reply)
+            if seqs is None:
                 return True
-            if md.sequence.consumer != self._consumer_seq + 1:
+            if seqs[0] != self._consumer_seq + 1:
                 self._break("a gap in the consumer sequence")
                 return True
-            self._consumer_seq = md.sequence.consumer
-            self._stream_seq = md.sequence.stream
+            self._consumer_seq, self._stream_seq = seqs
             msg._ack = ACK_NONE
         elif msg.status == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
             stalled = msg.headers.get("Nats-Consumer-Stalled")

@@ -75,3 +75,17 @@ def test_ack_state_literals_in_msg_match_ack_module() -> None:
     from jetstream_sync.jetstream import ack
 
     assert (ack.ACK_OPEN, ack.ACK_DONE) == (0, 1) and ack.ACK == b"+ACK"
+
+
+def test_sequences_agree_with_parse_metadata() -> None:
+    from jetstream_sync.jetstream.ack import parse_metadata, sequences
+
+    for reply in (
+        "$JS.ACK.S.C.1.22.33.1700000000000000000.0",
+        "$JS.ACK.hub.ACCHASH.S.C.2.44.55.1700000000000000000.7.rnd",
+        "$JS.ACK._.ACCHASH.S.C.2.44.55.1700000000000000000.7",
+    ):
+        md = parse_metadata(reply)
+        assert sequences(reply) == (md.sequence.consumer, md.sequence.stream)
+    for bad in ("", "_INBOX.x", "$JS.ACK.S.C.1.x.3.4.5", "$JS.NOPE.S.C.1.2.3.4.5"):
+        assert sequences(bad) is None
