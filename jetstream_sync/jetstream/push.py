@@ -67,7 +67,8 @@ class JetStreamSubscription:
         self._answered_fc = ""  # the last flow-control subject answered
         self._consumer_seq = 0  # of the last message seen (gap detection)
         self._heartbeat = heartbeat
-        self._last_seen = time.monotonic()
+        self._last_seen = time.monotonic()  # when the watchdog last saw something come
+        self._seen = False  # set by every arrival, cleared by the watchdog
         self._alarmed = False
         self._closed = False
         self.delivered = 0
@@ -87,7 +88,7 @@ class JetStreamSubscription:
 
     def _on_arrival(self, msg: Msg) -> bool:
         """Network thread: True for what the user must not see (handled here)."""
-        self._last_seen = time.monotonic()
+        self._seen = True  # for the watchdog: a flag is cheaper than a clock per message
         if msg._hdr is None:
             if self._ack_none:
                 msg._ack = ACK_NONE
@@ -135,7 +136,7 @@ class JetStreamSubscription:
         """Timer thread: 3 x the heartbeat without anything is an alarm (once per silence)."""
         if self._closed or self._heartbeat is None:
             return
-        silent = time.monotonic() - self._last_seen
+        silent = self._silence()
         if silent >= self._heartbeat * HEARTBEAT_ALARM:
             if not self._alarmed:
                 self._alarmed = True
@@ -147,7 +148,15 @@ class JetStreamSubscription:
                 )
         else:
             self._alarmed = False
-        self._nc._call_later(self._heartbeat, self._watchdog)
+        self._nc._call_later(self._heartbeat / 2, self._watchdog)
+
+    def _silence(self) -> float:
+        """Seconds since the watchdog last saw something arrive (to half an interval)."""
+        now = time.monotonic()
+        if self._seen:
+            self._seen = False
+            self._last_seen = now
+        return now - self._last_seen
 
     # --- where the user takes messages ---------------------------------------------------
 
@@ -503,7 +512,8 @@ def _wrap_cb(
 
     def acking(msg: Msg) -> None:
         cb(msg)
-        msg.ack()  # ignored if the callback acked, or under ack policy none
+        if msg._ack == 0:  # not acked by the callback, and acks are on (ack.ACK_OPEN)
+            msg.ack()
 
     return acking
 
@@ -621,7 +631,7 @@ class OrderedPushSubscription(JetStreamSubscription):
         """Network thread: True when handled here (dropped, or queued by us)."""
         if inbox != self._inbox or self._closed:
             return True  # a stale link's delivery: the new link sends it again
-        self._last_seen = time.monotonic()
+        self._seen = True
         if msg._hdr is None or msg.status is None:
             seqs = sequences(msg.reply)
             if seqs is None:
@@ -653,10 +663,10 @@ class OrderedPushSubscription(JetStreamSubscription):
     def _watchdog(self) -> None:
         if self._closed or self._heartbeat is None:
             return
-        if time.monotonic() - self._last_seen >= self._heartbeat * HEARTBEAT_ALARM:
+        if self._silence() >= self._heartbeat * HEARTBEAT_ALARM:
             self._last_seen = time.monotonic()
             self._break("missed heartbeats")
-        self._nc._call_later(self._heartbeat, self._watchdog)
+        self._nc._call_later(self._heartbeat / 2, self._watchdog)
 
     def _break(self, why: str) -> None:
         """Any thread: rebuild the chain on a thread of its own (API calls block)."""
