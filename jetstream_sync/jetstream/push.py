@@ -28,6 +28,7 @@ from ..msg import Msg
 from ..subscription import Subscription
 from . import api
 from .ack import ACK_NONE, sequences
+from .status import status_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import JetStream
@@ -172,7 +173,7 @@ class JetStreamSubscription:
             if msg.reply:
                 self._answer_flow_control(msg.reply)
             return True
-        err = _status_error(msg, self._where)
+        err = status_error(msg, self._where)
         if self._sub._cb is not None:
             self._nc._report(err)
             return True
@@ -228,15 +229,6 @@ class JetStreamSubscription:
             if not report:
                 raise
             self._nc._report(exc)
-
-
-def _status_error(msg: Msg, where: str) -> errors.JetStreamError:
-    code = msg.status or 0
-    if code == 503:
-        return errors.NoConsumerResponseError(f"{where}: 503 no responders")
-    if code == 409 and msg.description.lower().startswith("consumer deleted"):
-        return errors.ConsumerDeletedError(code, msg.description, where=where)
-    return errors.PullStatusError(code, msg.description, where=where)
 
 
 class PushSubscriber:
