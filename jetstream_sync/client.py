@@ -381,6 +381,9 @@ class Client:
         # Fault injection for tests: messages for which this returns True are dropped as if
         # the network had lost them. See jetstream_sync.testing.drop_inbound.
         self._inbound_filter: Optional[Callable[[Msg], bool]] = None
+        # Run once after the messages of one read were routed (by the reading thread, under
+        # the read lock): hooks that check a whole read at once register here.
+        self._after_read: List[Callable[[], None]] = []
         self._last_error: Optional[errors.NATSError] = None
 
     # --- connecting -------------------------------------------------------------------
@@ -803,6 +806,10 @@ class Client:
                             sub._deliver(ev)
                 else:
                     self._on_control(ev)
+            if self._after_read:
+                after, self._after_read = self._after_read, []
+                for fn in after:
+                    fn()
         except Exception as exc:  # a bug in internal code: surface it, drop the connection
             log.exception("jetstream_sync: internal error routing a message")
             return errors.ProtocolError(f"internal error routing a message: {exc!r}")
@@ -1183,12 +1190,24 @@ class Client:
         pending_msgs_limit: int,
         pending_bytes_limit: int,
         hook: Optional[MessageHook] = None,
+        on_take: Optional[MessageHook] = None,
     ) -> Subscription:
-        """Subscribe without argument checks; ``hook`` is the internal reader-side filter."""
+        """Subscribe without argument checks; ``hook`` is the internal reader-side filter,
+        ``on_take`` the one run where the user takes a message (both in place before the
+        server knows the subscription)."""
         self._check_open("subscribe")
         sid = next(self._sids)
         sub = Subscription(
-            self, sid, subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit, hook
+            self,
+            sid,
+            subject,
+            queue,
+            cb,
+            max_msgs,
+            pending_msgs_limit,
+            pending_bytes_limit,
+            hook,
+            on_take,
         )
         frame = proto.encode_sub(subject, sid, queue)
         if max_msgs:

@@ -50,6 +50,7 @@ class Subscription:
         pending_msgs_limit: int,
         pending_bytes_limit: int,
         hook: Optional[MessageHook] = None,
+        on_take: Optional[MessageHook] = None,
     ) -> None:
         self._client = client
         self.sid = sid
@@ -60,7 +61,10 @@ class Subscription:
         self.pending_msgs_limit = pending_msgs_limit
         self.pending_bytes_limit = pending_bytes_limit
         self._hook = hook
-        self._on_take: Optional[MessageHook] = None
+        # Where a message is handed to the user (next_msg, iteration, the callback thread),
+        # in order; True means 'consumed, not for the user'. JetStream push subscriptions
+        # answer flow control here: when the message before it is taken.
+        self._on_take = on_take
         self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
         # Written by the reader only / by consumers only, so neither needs a lock.
         self._in_bytes = 0
@@ -148,12 +152,6 @@ class Subscription:
                 return item
             if end is not None:  # consumed by the take hook: wait for the next, in time left
                 timeout = max(0.0, end - time.monotonic())
-
-    def _set_take_hook(self, on_take: Optional[MessageHook]) -> None:
-        """An internal filter run where a message is handed to the user (next_msg, iteration,
-        the callback thread), in order; True means 'consumed, not for the user'. JetStream
-        push subscriptions answer flow control here: when the message before it is taken."""
-        self._on_take = on_take
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message; waits up to ``timeout`` seconds (None: until one arrives).
