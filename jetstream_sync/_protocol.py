@@ -97,6 +97,7 @@ Event = Union[Msg, Info, Err, _Marker]
 
 _CRLF = b"\r\n"
 _CACHE_MAX = 4096
+_NUMBERS_MAX = 1024  # sids and sizes: the first ones seen stay; others are parsed each time
 
 
 class Parser:
@@ -128,9 +129,14 @@ class Parser:
         # too (same subject, sid and size): those skip parsing entirely.
         self._subjects: Dict[bytes, str] = {}
         self._lines: Dict[bytes, Tuple[str, int, int]] = {}
-        # Subjects under this prefix (the client's inboxes: replies, acks) are each seen
-        # once: caching them would only churn the cache.
+        # Subjects under this prefix (the client's inboxes: replies, acks) are mostly seen
+        # once: caching them would only churn the cache. One that comes twice in a row (a
+        # push consumer's or a fetch's inbox) is cached after all.
         self._one_off = one_off_prefix
+        self._last_one_off = b""
+        # The sid and size fields of message lines repeat too: int() of each costs more than
+        # a dict lookup.
+        self._numbers: Dict[bytes, int] = {}
         self._max_control_line = max_control_line
         self._max_payload = max_payload
 
@@ -206,6 +212,7 @@ class Parser:
         lines = self._lines
         subjects = self._subjects
         one_off = self._one_off
+        numbers = self._numbers
         owner = self._owner
         max_line = self._max_control_line
         try:
@@ -226,12 +233,17 @@ class Parser:
                         hsize = -1
                         if nargs == 4:
                             reply = ""
-                            size = int(args[3])
+                            sb = args[3]
                         elif nargs == 5:
                             reply = args[3].decode("utf-8", "surrogateescape")
-                            size = int(args[4])
+                            sb = args[4]
                         else:
                             raise ProtocolError(f"bad MSG line: {line[:80]!r}")
+                        size = numbers.get(sb, -1)
+                        if size < 0:
+                            size = int(sb)
+                            if len(numbers) < _NUMBERS_MAX:
+                                numbers[sb] = size
                         if size < 0 or size > self._max_payload:
                             raise ProtocolError(f"MSG payload size {size} out of range")
                     elif op == b"HMSG":
@@ -249,15 +261,22 @@ class Parser:
                         self._control(line, append)
                         i += 1
                         continue
-                    sid = int(args[2])
+                    sb = args[2]
+                    sid = numbers.get(sb, -1)
+                    if sid < 0:
+                        sid = int(sb)
+                        if len(numbers) < _NUMBERS_MAX:
+                            numbers[sb] = sid
                     sb = args[1]
                     subject = subjects.get(sb)  # type: ignore[assignment]
                     if subject is None:
                         subject = sb.decode("utf-8", "surrogateescape")
-                        if not sb.startswith(one_off):
+                        if not sb.startswith(one_off) or sb == self._last_one_off:
                             if len(subjects) >= _CACHE_MAX:
                                 subjects.clear()
                             subjects[sb] = subject
+                        else:
+                            self._last_one_off = sb
                     elif nargs == 4 and op == b"MSG":
                         # Cached on the subject's second sighting: one-off subjects (reply
                         # inboxes, acks) would only churn this cache.

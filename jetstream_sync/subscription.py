@@ -185,13 +185,23 @@ class Subscription:
                 return
 
     def _dispatch(self) -> None:
+        """The callback thread: _take's work inlined, as this loop runs once per message."""
         cb = self._cb
         assert cb is not None
+        get = self._q.get
+        on_take = self._on_take
         while True:
-            try:
-                msg = self._take(None)
-            except errors.NATSError:
+            msg = get()
+            if msg is _END:
+                self._q.put(_END)
+                self._done.set()
                 return
+            assert isinstance(msg, Msg)
+            self._out_bytes += len(msg.data)
+            if self._end_error is not None and self._q.qsize() <= 1:
+                self._done.set()
+            if on_take is not None and on_take(msg):
+                continue
             try:
                 cb(msg)
             except BaseException as exc:  # the user's exception must not end the loop

@@ -448,10 +448,10 @@ def _subscribe(
         cfg = dataclasses.replace(cfg, filter_subject=subject)
     # The subscription's hooks are in place before the consumer exists: nothing the server
     # sends can reach the user unfiltered.
-    jsub = JetStreamSubscription(
-        js, stream, durable or "", True, queue, cfg.ack_policy == api.AckPolicy.NONE, hb
-    )
-    jsub._listen(deliver, queue, _wrap_cb(cb, manual_ack), pending_msgs_limit, pending_bytes_limit)
+    ack_none = cfg.ack_policy == api.AckPolicy.NONE
+    jsub = JetStreamSubscription(js, stream, durable or "", True, queue, ack_none, hb)
+    user_cb = _wrap_cb(cb, manual_ack or ack_none)
+    jsub._listen(deliver, queue, user_cb, pending_msgs_limit, pending_bytes_limit)
     try:
         info = js.add_consumer(stream, cfg)
     except errors.ConsumerAlreadyExistsError:
@@ -498,23 +498,23 @@ def _attach(
     deliver = info.config.deliver_subject
     assert deliver
     group = queue or info.config.deliver_group
-    jsub = JetStreamSubscription(
-        js,
-        stream,
-        info.name,
-        created,
+    ack_none = info.config.ack_policy == api.AckPolicy.NONE
+    hb = hb or info.config.idle_heartbeat
+    jsub = JetStreamSubscription(js, stream, info.name, created, group, ack_none, hb)
+    jsub._listen(
+        deliver,
         group,
-        info.config.ack_policy == api.AckPolicy.NONE,
-        hb or info.config.idle_heartbeat,
+        _wrap_cb(cb, manual_ack or ack_none),
+        pending_msgs_limit,
+        pending_bytes_limit,
     )
-    jsub._listen(deliver, group, _wrap_cb(cb, manual_ack), pending_msgs_limit, pending_bytes_limit)
     return jsub
 
 
 def _wrap_cb(
     cb: Optional[Callable[[Msg], None]], manual_ack: bool
 ) -> Optional[Callable[[Msg], None]]:
-    """8. Callbacks ack after returning, unless manual_ack."""
+    """8. Callbacks ack after returning, unless manual_ack (or the consumer acks nothing)."""
     if cb is None or manual_ack:
         return cb
 
