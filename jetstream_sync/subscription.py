@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, cast
 
 from . import errors
 from .msg import Msg
@@ -61,9 +61,10 @@ class Subscription:
         self.pending_msgs_limit = pending_msgs_limit
         self.pending_bytes_limit = pending_bytes_limit
         self._hook = hook
-        # Where a message is handed to the user (next_msg, iteration, the callback thread),
-        # in order; True means 'consumed, not for the user'. JetStream push subscriptions
-        # answer flow control here: when the message before it is taken.
+        # Run where a message with a header block (statuses live there) is handed to the
+        # user (next_msg, iteration, the callback thread), in order; True means 'consumed,
+        # not for the user'. JetStream push subscriptions answer flow control here: when the
+        # message before it is taken.
         self._on_take = on_take
         self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
         # Written by the reader only / by consumers only, so neither needs a lock.
@@ -144,12 +145,12 @@ class Subscription:
                 self._done.set()
                 assert self._end_error is not None
                 raise self._end_error
-            assert isinstance(item, Msg)
-            self._out_bytes += len(item.data)
+            msg = cast(Msg, item)
+            self._out_bytes += len(msg.data)
             if self._end_error is not None and self._q.qsize() <= 1:
                 self._done.set()
-            if on_take is None or not on_take(item):
-                return item
+            if on_take is None or msg._hdr is None or not on_take(msg):
+                return msg
             if end is not None:  # consumed by the take hook: wait for the next, in time left
                 timeout = max(0.0, end - time.monotonic())
 
@@ -191,16 +192,16 @@ class Subscription:
         get = self._q.get
         on_take = self._on_take
         while True:
-            msg = get()
-            if msg is _END:
+            item = get()
+            if item is _END:
                 self._q.put(_END)
                 self._done.set()
                 return
-            assert isinstance(msg, Msg)
+            msg = cast(Msg, item)
             self._out_bytes += len(msg.data)
             if self._end_error is not None and self._q.qsize() <= 1:
                 self._done.set()
-            if on_take is not None and on_take(msg):
+            if on_take is not None and msg._hdr is not None and on_take(msg):
                 continue
             try:
                 cb(msg)

@@ -73,7 +73,6 @@ class JetStreamSubscription:
         self._seen = False  # set by every arrival, cleared by the watchdog
         self._alarmed = False
         self._closed = False
-        self.delivered = 0
 
     def _listen(
         self,
@@ -203,12 +202,9 @@ class JetStreamSubscription:
     # --- where the user takes messages ---------------------------------------------------
 
     def _on_take(self, msg: Msg) -> bool:
-        if msg._hdr is None:
-            self.delivered += 1
-            return False
+        """Where a message with a header block is handed to the user."""
         code = msg.status
         if code is None:
-            self.delivered += 1
             return False
         if code == 100:  # flow control: the message before it has just been handed out
             if msg.reply:
