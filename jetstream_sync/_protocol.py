@@ -100,6 +100,16 @@ _CACHE_MAX = 4096
 _NUMBERS_MAX = 1024  # sids and sizes: the first ones seen stay; others are parsed each time
 
 
+def _number(field: bytes, numbers: Dict[bytes, int], what: str) -> int:
+    """A sid or size field not seen before: parsed, checked, and remembered."""
+    n = int(field)
+    if n < 0:
+        raise ProtocolError(f"{what} {n} out of range")
+    if len(numbers) < _NUMBERS_MAX:
+        numbers[field] = n
+    return n
+
+
 class Parser:
     """Incremental parser of the server-to-client protocol.
 
@@ -215,6 +225,7 @@ class Parser:
         numbers = self._numbers
         owner = self._owner
         max_line = self._max_control_line
+        max_payload = self._max_payload
         try:
             while i < last:
                 line = pieces[i]
@@ -227,46 +238,43 @@ class Parser:
                     if len(line) > max_line:
                         raise ProtocolError(f"control line longer than {max_line} bytes")
                     args = line.split()
-                    op = args[0] if args else b""
                     nargs = len(args)
+                    op = args[0] if nargs else b""
                     if op == b"MSG":
-                        hsize = -1
-                        if nargs == 4:
-                            reply = ""
-                            sb = args[3]
-                        elif nargs == 5:
+                        if nargs == 5:  # with a reply: JetStream messages, requests
                             reply = args[3].decode("utf-8", "surrogateescape")
-                            sb = args[4]
+                        elif nargs == 4:
+                            reply = ""
                         else:
                             raise ProtocolError(f"bad MSG line: {line[:80]!r}")
-                        size = numbers.get(sb, -1)
+                        hsize = -1
+                        size = numbers.get(args[-1], -1)
                         if size < 0:
-                            size = int(sb)
-                            if len(numbers) < _NUMBERS_MAX:
-                                numbers[sb] = size
-                        if size < 0 or size > self._max_payload:
+                            size = _number(args[-1], numbers, "MSG payload size")
+                        if size > max_payload:
                             raise ProtocolError(f"MSG payload size {size} out of range")
                     elif op == b"HMSG":
-                        if nargs == 5:
-                            reply = ""
-                            hsize, size = int(args[3]), int(args[4])
-                        elif nargs == 6:
+                        if nargs == 6:
                             reply = args[3].decode("utf-8", "surrogateescape")
-                            hsize, size = int(args[4]), int(args[5])
+                        elif nargs == 5:
+                            reply = ""
                         else:
                             raise ProtocolError(f"bad HMSG line: {line[:80]!r}")
-                        if not 0 <= hsize <= size or size > self._max_payload + 65536:
+                        hsize = numbers.get(args[-2], -1)
+                        if hsize < 0:
+                            hsize = _number(args[-2], numbers, "HMSG header size")
+                        size = numbers.get(args[-1], -1)
+                        if size < 0:
+                            size = _number(args[-1], numbers, "HMSG size")
+                        if hsize > size or size > max_payload + 65536:
                             raise ProtocolError(f"HMSG sizes {hsize}/{size} out of range")
                     else:
                         self._control(line, append)
                         i += 1
                         continue
-                    sb = args[2]
-                    sid = numbers.get(sb, -1)
+                    sid = numbers.get(args[2], -1)
                     if sid < 0:
-                        sid = int(sb)
-                        if len(numbers) < _NUMBERS_MAX:
-                            numbers[sb] = sid
+                        sid = _number(args[2], numbers, "sid")
                     sb = args[1]
                     subject = subjects.get(sb)  # type: ignore[assignment]
                     if subject is None:
@@ -283,20 +291,23 @@ class Parser:
                         if len(lines) >= _CACHE_MAX:
                             lines.clear()
                         lines[line] = (subject, sid, size)
-                # The payload: pieces[i+1], or several pieces when it contains CRLF.
+                # The payload: usually the next piece, whole and followed by CRLF.
                 j = i + 1
-                have = len(pieces[j]) if j <= last else 0
-                while have < size and j < last:
-                    j += 1
-                    have += 2 + len(pieces[j])
-                if j >= last:  # the payload, or the CRLF after it, has not all arrived
-                    if have > size + 1:
+                if j < last and len(pieces[j]) == size:
+                    payload = pieces[j]
+                else:  # it contains CRLF (several pieces), or it has not all arrived yet
+                    have = len(pieces[j]) if j <= last else 0
+                    while have < size and j < last:
+                        j += 1
+                        have += 2 + len(pieces[j])
+                    if j >= last:  # the payload, or the CRLF after it, is still to come
+                        if have > size + 1:
+                            raise ProtocolError("message payload not followed by CRLF")
+                        need = len(line) + size + 4
+                        break
+                    if have != size:
                         raise ProtocolError("message payload not followed by CRLF")
-                    need = len(line) + size + 4
-                    break
-                if have != size:
-                    raise ProtocolError("message payload not followed by CRLF")
-                payload = pieces[i + 1] if j == i + 1 else _CRLF.join(pieces[i + 1 : j + 1])
+                    payload = _CRLF.join(pieces[i + 1 : j + 1])
                 if hsize < 0:
                     append(Msg(subject, reply, payload, sid, None, owner))
                 else:
