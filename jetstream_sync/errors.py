@@ -41,6 +41,7 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── ConsumerIsPushBasedError              409 Consumer is push based
         │   ├── PullLimitExceededError                409 Exceeded MaxWaiting / MaxRequest...
         │   ├── ConsumerLeadershipChangedError        409 Leadership Change, Server Shutdown
+        │   ├── PinIdMismatchError                    423 (another client holds the pin)
         │   └── BadPullRequestError                   400 Bad Request
         └── APIError(code, err_code, description)     the server's API error, by err_code:
             ├── StreamNotFoundError                   10059
@@ -55,6 +56,7 @@ message names the problem (the subject, the limit, the server's words) and never
             ├── NoMessageFoundError                   10037 (or status 404 on direct get)
             ├── MessageTooLargeError                  10054
             ├── BadRequestError                       10003
+            ├── PriorityGroupError                    10159-10162, 10178, 10196, 10197 (ADR-42)
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
 Lower-layer failures (``OSError``, ``ssl.SSLError``, ``socket.timeout``) are translated into
@@ -105,6 +107,8 @@ __all__ = [
     "NotJSMessageError",
     "OutboundBufferLimitError",
     "PermissionsError",
+    "PinIdMismatchError",
+    "PriorityGroupError",
     "ProtocolError",
     "PublishStalledError",
     "PullLimitExceededError",
@@ -306,6 +310,12 @@ class BadPullRequestError(PullStatusError):
     """400 Bad Request: the server refused the pull request's options."""
 
 
+class PinIdMismatchError(PullStatusError):
+    """423: a pull carried a pin of a priority group that another client holds now. The
+    pull paths handle it themselves (the client becomes a standby); it is raised only for a
+    consumer whose pin policy this client did not know about."""
+
+
 class APIError(JetStreamError):
     """An error answer of the JetStream API: HTTP-like ``code``, server ``err_code``."""
 
@@ -368,6 +378,11 @@ class BadRequestError(APIError):
     """10003: the server could not make sense of the request."""
 
 
+class PriorityGroupError(APIError):
+    """10159-10162, 10178, 10196, 10197: the server refused a priority-group setting or name
+    (ADR-42) — e.g. unpinning a group the consumer does not have."""
+
+
 class ServiceUnavailableError(APIError):
     """A 503 from the API: the cluster has no leader or is busy; worth retrying."""
 
@@ -386,6 +401,7 @@ _API_ERRORS = {
     10037: NoMessageFoundError,
     10054: MessageTooLargeError,
     10003: BadRequestError,
+    **dict.fromkeys((10159, 10160, 10161, 10162, 10178, 10196, 10197), PriorityGroupError),
 }
 
 

@@ -715,10 +715,18 @@ class SequenceInfo(Base):
 
 @dataclass(repr=False)
 class PriorityGroupState(Base):
+    """A priority group's state in ConsumerInfo: who holds its pin (pinned_client), since
+    when. The server sends ``pinned_ts`` as the zero time when nothing is pinned."""
+
     group: str = ""
     pinned_client_id: Optional[str] = None
     pinned_ts: Optional[datetime] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def pinned_id(self) -> Optional[str]:
+        """The pin id (ADR-42's name for ``pinned_client_id``); None when nothing is pinned."""
+        return self.pinned_client_id or None
 
 
 @dataclass(repr=False)

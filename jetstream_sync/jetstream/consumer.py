@@ -23,13 +23,21 @@ import itertools
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Protocol, Tuple
 
 from .. import errors
 from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
 from .ack import ACK_NONE
+from .priority import (
+    PinLost,
+    PinnedCallback,
+    PinState,
+    PullPriority,
+    UnpinnedCallback,
+    pull_priority,
+)
 from .pull import pull_expires, pull_request_body
 from .status import (
     END,
@@ -37,6 +45,7 @@ from .status import (
     HEARTBEAT,
     LIMIT,
     NO_MESSAGES,
+    PIN_MISMATCH,
     REQUEST_TIMEOUT,
     RETRY,
     TERMINAL,
@@ -97,6 +106,7 @@ class PullConsumer:
         self._next_subject = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{info.name}"
         self._ack_none = info.config.ack_policy == api.AckPolicy.NONE
         self._where = f"consumer {info.name!r} of stream {stream!r}"
+        self._pins = PinState()  # kept across fetch / next / messages / consume calls
 
     def __repr__(self) -> str:
         return f"<PullConsumer {self._where}>"
@@ -111,6 +121,22 @@ class PullConsumer:
             msg._ack = ACK_NONE  # ack calls on it do nothing (ADR-15)
         return msg
 
+    def pin_id(self, group: Optional[str] = None) -> Optional[str]:
+        """The pin this object holds in ``group`` (default: the consumer's only group)
+        under the pinned_client policy; None for a standby or another policy."""
+        return self._pins.current(self.info.config, group)
+
+    def _priority(
+        self,
+        group: Optional[str],
+        min_pending: Optional[int],
+        min_ack_pending: Optional[int],
+        priority: Optional[int],
+    ) -> Optional[PullPriority]:
+        return pull_priority(
+            self.info.config, self._where, group, min_pending, min_ack_pending, priority
+        )
+
     # --- one pull -----------------------------------------------------------------------
 
     def fetch(
@@ -120,10 +146,17 @@ class PullConsumer:
         max_bytes: Optional[int] = None,
         heartbeat: Optional[float] = None,
         no_wait: bool = False,
+        *,
+        group: Optional[str] = None,
+        min_pending: Optional[int] = None,
+        min_ack_pending: Optional[int] = None,
+        priority: Optional[int] = None,
     ) -> List[Msg]:
         """One pull request for ``max_messages`` (default 100) or ``max_bytes``: the messages
         that came before it was complete or ``max_wait`` ran out (possibly none). With
-        ``no_wait``, only what is there already."""
+        ``no_wait``, only what is there already. ``group`` and the rest: priority groups
+        (ADR-42), see :mod:`jetstream_sync.jetstream.priority`."""
+        prio = self._priority(group, min_pending, min_ack_pending, priority)
         if max_messages is not None and max_bytes is not None:
             raise errors.InvalidArgumentError("give max_messages or max_bytes, not both")
         n = _check_count(max_messages, "max_messages")
@@ -141,17 +174,43 @@ class PullConsumer:
                 )
         if self._nc.is_closed:
             raise errors.ConnectionClosedError(f"fetch from {self._where}: the client is closed")
-        return self._one_pull(batch, nbytes, Deadline(t), hb, no_wait)
+        return self._pull_keeping_pin(batch, nbytes, Deadline(t), hb, no_wait, prio)
 
-    def next(self, timeout: float = 5.0) -> Msg:
+    def next(
+        self,
+        timeout: float = 5.0,
+        *,
+        group: Optional[str] = None,
+        min_pending: Optional[int] = None,
+        min_ack_pending: Optional[int] = None,
+        priority: Optional[int] = None,
+    ) -> Msg:
         """The next message; :class:`~jetstream_sync.TimeoutError` when none came in time."""
+        prio = self._priority(group, min_pending, min_ack_pending, priority)
         t = check_timeout(timeout, "timeout")
         if t <= 0:
             raise errors.BadTimeoutError("timeout must be > 0 seconds")
-        msgs = self._one_pull(1, None, Deadline(t), None, False)
+        msgs = self._pull_keeping_pin(1, None, Deadline(t), None, False, prio)
         if not msgs:
             raise errors.TimeoutError(f"next from {self._where}: no message within {t} s")
         return msgs[0]
+
+    def _pull_keeping_pin(
+        self,
+        batch: int,
+        max_bytes: Optional[int],
+        deadline: Deadline,
+        hb: Optional[float],
+        no_wait: bool,
+        prio: Optional[PullPriority],
+    ) -> List[Msg]:
+        """One pull; after a 423 (the pin it carried is gone) once more, as a standby."""
+        try:
+            return self._one_pull(batch, max_bytes, deadline, hb, no_wait, prio)
+        except PinLost:
+            if deadline.expired:
+                return []
+            return self._one_pull(batch, max_bytes, deadline, hb, no_wait, prio)
 
     def _one_pull(
         self,
@@ -160,6 +219,7 @@ class PullConsumer:
         deadline: Deadline,
         hb: Optional[float],
         no_wait: bool,
+        prio: Optional[PullPriority],
     ) -> List[Msg]:
         nc = self._nc
         q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
@@ -175,14 +235,19 @@ class PullConsumer:
             q.put(_CLOSED)
 
         nc._add_close_hook(on_close)
+        pin = self._pins.for_pull(prio)
         if no_wait:
-            body = pull_request_body(batch, no_wait=True, max_bytes=max_bytes)
+            body = pull_request_body(
+                batch, no_wait=True, max_bytes=max_bytes, priority=prio, pin_id=pin
+            )
         else:
             body = pull_request_body(
                 batch,
                 expires=pull_expires(deadline.remaining()),
                 heartbeat=hb,
                 max_bytes=max_bytes,
+                priority=prio,
+                pin_id=pin,
             )
         msgs: List[Msg] = []
         finished = False
@@ -210,6 +275,8 @@ class PullConsumer:
                     watch.alive()
                 kind = classify(msg)
                 if kind is None:
+                    if prio is not None and prio.pinned:
+                        self._pins.observe(prio.group, msg)
                     msgs.append(self._prepare(msg))
                 elif kind is HEARTBEAT:
                     continue
@@ -220,6 +287,9 @@ class PullConsumer:
                     finished = True
                     if msgs:
                         break  # the messages first; the next pull meets the error again
+                    if kind is PIN_MISMATCH and prio is not None:
+                        self._pins.lost(prio.group, pin)
+                        raise PinLost()
                     raise status_error(msg, self._where)
         finally:
             nc._remove_close_hook(on_close)
@@ -237,10 +307,21 @@ class PullConsumer:
         expires: float = 30.0,
         max_bytes: Optional[int] = None,
         heartbeat: Optional[float] = None,
+        *,
+        group: Optional[str] = None,
+        min_pending: Optional[int] = None,
+        min_ack_pending: Optional[int] = None,
+        priority: Optional[int] = None,
+        on_pinned: Optional[PinnedCallback] = None,
+        on_unpinned: Optional[UnpinnedCallback] = None,
     ) -> MessagesContext:
         """An iterator over messages as they come, pulling ahead (see the module doc).
-        Use it as a context manager, or call ``stop()``: it ends the iteration."""
-        return MessagesContext(self._pump(max_messages, expires, max_bytes, heartbeat))
+        Use it as a context manager, or call ``stop()``: it ends the iteration.
+        ``on_pinned(pin_id)`` / ``on_unpinned()`` run when this client gains / loses the
+        pin of a pinned_client group."""
+        prio = self._priority(group, min_pending, min_ack_pending, priority)
+        pins = _pin_callbacks(on_pinned, on_unpinned)
+        return MessagesContext(self._pump(max_messages, expires, max_bytes, heartbeat, prio, *pins))
 
     def consume(
         self,
@@ -249,12 +330,24 @@ class PullConsumer:
         expires: float = 30.0,
         max_bytes: Optional[int] = None,
         heartbeat: Optional[float] = None,
+        *,
+        group: Optional[str] = None,
+        min_pending: Optional[int] = None,
+        min_ack_pending: Optional[int] = None,
+        priority: Optional[int] = None,
+        on_pinned: Optional[PinnedCallback] = None,
+        on_unpinned: Optional[UnpinnedCallback] = None,
     ) -> ConsumeContext:
         """Run ``cb(msg)`` on a thread of its own for every message, in order, until
-        ``stop()`` / ``drain()`` or a terminal error (``error``, also sent to error_cb)."""
+        ``stop()`` / ``drain()`` or a terminal error (``error``, also sent to error_cb).
+        ``on_pinned`` / ``on_unpinned`` run on that thread too (see messages())."""
         if not callable(cb):
             raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
-        return ConsumeContext(self._pump(max_messages, expires, max_bytes, heartbeat), cb)
+        prio = self._priority(group, min_pending, min_ack_pending, priority)
+        pins = _pin_callbacks(on_pinned, on_unpinned)
+        return ConsumeContext(
+            self._pump(max_messages, expires, max_bytes, heartbeat, prio, *pins), cb
+        )
 
     def _pump(
         self,
@@ -262,6 +355,9 @@ class PullConsumer:
         expires: float,
         max_bytes: Optional[int],
         heartbeat: Optional[float],
+        prio: Optional[PullPriority] = None,
+        on_pinned: Optional[PinnedCallback] = None,
+        on_unpinned: Optional[UnpinnedCallback] = None,
     ) -> _Pump:
         if max_messages is not None and max_bytes is not None:
             raise errors.InvalidArgumentError("give max_messages or max_bytes, not both")
@@ -271,7 +367,25 @@ class PullConsumer:
         if exp < 1.0:
             raise errors.InvalidArgumentError(f"expires must be >= 1 s, got {expires!r}")
         hb = _heartbeat_for(exp, heartbeat)
-        return _Pump(self, n or (_MAX_BYTES_BATCH if nbytes else 500), nbytes, exp, hb)
+        ttl = self.info.config.priority_timeout
+        if prio is not None and prio.pinned and ttl:
+            # The server keeps a pin only while its client pulls at least every
+            # priority_timeout (a waiting pull does not count): pull twice as often.
+            exp = min(exp, max(ttl / 2, 0.05))
+            hb = min(hb, exp / 2)
+        pump = _Pump(self, n or (_MAX_BYTES_BATCH if nbytes else 500), nbytes, exp, hb, prio)
+        pump.on_pinned, pump.on_unpinned = on_pinned, on_unpinned
+        pump.start()
+        return pump
+
+
+def _pin_callbacks(
+    on_pinned: Optional[PinnedCallback], on_unpinned: Optional[UnpinnedCallback]
+) -> Tuple[Optional[PinnedCallback], Optional[UnpinnedCallback]]:
+    for fn, what in ((on_pinned, "on_pinned"), (on_unpinned, "on_unpinned")):
+        if fn is not None and not callable(fn):
+            raise errors.InvalidArgumentError(f"{what} must be callable, got {type(fn).__name__}")
+    return on_pinned, on_unpinned
 
 
 class _Pump:
@@ -284,6 +398,7 @@ class _Pump:
         max_bytes: Optional[int],
         expires: float,
         heartbeat: float,
+        prio: Optional[PullPriority] = None,
     ) -> None:
         self._c = consumer
         self._nc = consumer._nc
@@ -306,12 +421,20 @@ class _Pump:
         # ChainBroken (the chain is rebuilt) instead of pulling again on this consumer.
         self.chain_link = False
         self._lock = threading.Lock()  # one get() at a time
+        self._prio = prio
+        self._pinned_policy = prio is not None and prio.pinned
+        self._sent_pin: Optional[str] = None  # the pin the outstanding pulls carry
+        self.on_pinned: Optional[PinnedCallback] = None
+        self.on_unpinned: Optional[UnpinnedCallback] = None
         self._inbox = self._nc.new_inbox()
         self._sub = self._nc._subscribe(
             self._inbox, None, None, None, _BIG, _BIG, hook=self._on_msg
         )
         self._nc._add_reconnect_hook(self._on_reconnect)
         self._nc._add_close_hook(self._on_close)
+
+    def start(self) -> None:
+        """The first pull."""
         self._pull()
 
     # network / timer threads: queue and flag only
@@ -337,9 +460,16 @@ class _Pump:
                 return
         if want <= 0:
             return
+        pin = self._c._pins.for_pull(self._prio)
         body = pull_request_body(
-            want, expires=self._expires_ns, heartbeat=self._hb, max_bytes=want_bytes
+            want,
+            expires=self._expires_ns,
+            heartbeat=self._hb,
+            max_bytes=want_bytes,
+            priority=self._prio,
+            pin_id=pin,
         )
+        self._sent_pin = pin
         self._pending_msgs += want
         if want_bytes:
             self._pending_bytes += want_bytes
@@ -454,6 +584,8 @@ class _Pump:
                 self._pending_msgs -= 1
                 if self._max_bytes:
                     self._pending_bytes -= len(msg.data) + len(msg._hdr or b"")
+                if self._pinned_policy:
+                    self._observe_pin(msg)
                 if not self.stopped and (
                     self._pending_msgs <= self._threshold_msgs
                     or (self._max_bytes and self._pending_bytes <= self._threshold_bytes)
@@ -462,8 +594,37 @@ class _Pump:
                 return self._c._prepare(msg)
             self._on_status(kind, msg)
 
+    def _observe_pin(self, msg: Msg) -> None:
+        assert self._prio is not None
+        try:
+            self._c._pins.observe(self._prio.group, msg, self.on_pinned)
+        except Exception as exc:  # the user's on_pinned
+            self._report_callback("on_pinned", exc)
+
+    def _pin_lost(self) -> None:
+        """A 423: the pin our pulls carried is someone else's now. Pull on without it (a
+        standby); the other pulls that carried it get a 423 too and are ignored."""
+        sent, self._sent_pin = self._sent_pin, None
+        if sent is None or self._prio is None:
+            return
+        try:
+            self._c._pins.lost(self._prio.group, sent, self.on_unpinned)
+        except Exception as exc:  # the user's on_unpinned
+            self._report_callback("on_unpinned", exc)
+        self._reset()
+
+    def _report_callback(self, what: str, exc: Exception) -> None:
+        err = errors.CallbackError(
+            f"{what} callback of {self._c._where} raised {type(exc).__name__}: {exc}"
+        )
+        err.__cause__ = exc
+        self._report(err)
+
     def _on_status(self, kind: str, msg: Msg) -> None:
         if kind is HEARTBEAT:
+            return
+        if kind is PIN_MISMATCH and self._pinned_policy:
+            self._pin_lost()
             return
         if kind in (REQUEST_TIMEOUT, END, NO_MESSAGES):
             n, b = pending_counts(msg)
@@ -482,7 +643,7 @@ class _Pump:
             raise self._fail(err)
         elif kind is ERROR and msg.status == 503:
             self._check_consumer()
-        else:  # unknown statuses and 423 (priority groups are another issue): report, go on
+        else:  # unknown statuses (and a 423 without a pin policy): report, go on
             self._report(err)
             self._reset(later=True)
 

@@ -16,6 +16,7 @@ from .._protocol import check_publish_subject, check_subscribe_subject
 from .._timeouts import Deadline, check_timeout
 from ..msg import Headers, Msg
 from . import api
+from .priority import check_group_name, check_priority_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Client
@@ -260,6 +261,10 @@ class JetStreamManager:
     ) -> api.ConsumerInfo:
         stream = api.check_stream_name(stream)
         cfg = _config(api.ConsumerConfig, config, fields, "config")
+        check_priority_config(cfg)  # ADR-42's rules, before anything is sent
+        if cfg.priority_groups and cfg.ack_policy is None:
+            # The server's own default is ack none, which priority groups do not allow.
+            cfg = dataclasses.replace(cfg, ack_policy=api.AckPolicy.EXPLICIT)
         if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
             raise errors.InvalidArgumentError(
                 f"consumer name {cfg.name!r} and durable_name {cfg.durable_name!r} differ"
@@ -325,8 +330,7 @@ class JetStreamManager:
     def unpin_consumer(self, stream: str, consumer: str, group: str) -> None:
         """Unpin the pinned client of a priority group (ADR-42)."""
         stream, consumer = api.check_stream_name(stream), api.check_consumer_name(consumer)
-        if not isinstance(group, str) or not group:
-            raise errors.InvalidArgumentError(f"group must be a non-empty str, got {group!r}")
+        check_group_name(group)
         self._api(f"CONSUMER.UNPIN.{stream}.{consumer}", {"group": group})
 
     # --- paging -------------------------------------------------------------------------

@@ -231,6 +231,7 @@ class _OrderedPump:
         pump = _Pump(self._oc._consumer, *self._args)
         pump.report_terminal = False  # a broken link is rebuilt, not an error to report
         pump.chain_link = True
+        pump.start()
         return pump
 
     @property

@@ -44,10 +44,12 @@ from .. import errors
 from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
+from .priority import PinLost, PinState, PullPriority, pull_priority
 from .status import (
     END,
     HEARTBEAT,
     NO_MESSAGES,
+    PIN_MISMATCH,
     REQUEST_TIMEOUT,
     HeartbeatWatch,
     classify,
@@ -81,9 +83,11 @@ def pull_request_body(
     expires: Optional[int] = None,
     heartbeat: Optional[float] = None,
     max_bytes: Optional[int] = None,
-    extra: Optional[Dict[str, Any]] = None,
+    priority: Optional[PullPriority] = None,
+    pin_id: Optional[str] = None,
 ) -> bytes:
-    """The JSON body of a pull request (seed 000); ``expires`` is in nanoseconds."""
+    """The JSON body of a pull request (seed 000); ``expires`` is in nanoseconds;
+    ``priority`` adds the priority-group fields and ``pin_id`` the pin (seed 004)."""
     body: Dict[str, Any] = {"batch": batch}
     if max_bytes is not None:
         body["max_bytes"] = max_bytes
@@ -93,8 +97,8 @@ def pull_request_body(
         body["expires"] = expires
     if heartbeat is not None:
         body["idle_heartbeat"] = int(heartbeat * 1e9)
-    if extra:
-        body.update(extra)
+    if priority is not None:
+        body.update(priority.body_fields(pin_id))
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -111,8 +115,14 @@ class PullSubscription:
     """A bound pull consumer: ``fetch()`` asks for messages. Made by ``js.pull_subscribe``."""
 
     def __init__(
-        self, js: JetStream, stream: str, consumer: str, subject: Optional[str], created: bool
+        self,
+        js: JetStream,
+        stream: str,
+        info: api.ConsumerInfo,
+        subject: Optional[str],
+        created: bool,
     ) -> None:
+        consumer = info.name
         self._js = js
         self._nc: Client = js._nc
         self.stream = stream
@@ -127,6 +137,8 @@ class PullSubscription:
         self._one_sub: Optional[Subscription] = None
         self._one_ids = itertools.count(1)
         self._closed = False
+        self._config = info.config  # its priority groups decide what a pull must say
+        self._pins = PinState()
         self._nc._add_close_hook(self._on_client_closed)
 
     def __repr__(self) -> str:
@@ -145,14 +157,29 @@ class PullSubscription:
     # --- fetch --------------------------------------------------------------------------
 
     def fetch(
-        self, batch: int = 1, timeout: float = 5.0, heartbeat: Optional[float] = None
+        self,
+        batch: int = 1,
+        timeout: float = 5.0,
+        heartbeat: Optional[float] = None,
+        *,
+        group: Optional[str] = None,
+        min_pending: Optional[int] = None,
+        min_ack_pending: Optional[int] = None,
+        priority: Optional[int] = None,
     ) -> List[Msg]:
         """Up to ``batch`` messages: those already waiting at once, else the first ones to
         come within ``timeout``. Raises :class:`~jetstream_sync.TimeoutError` when none
         came; ``heartbeat`` asks the server for idle heartbeats during a long pull, and
         :class:`NoHeartbeatError` when two go missing.
+
+        On a consumer with priority groups (ADR-42) ``group`` is required, with
+        ``min_pending`` / ``min_ack_pending`` (overflow) or ``priority`` (prioritized);
+        under pinned_client the pin is kept from one fetch to the next (see ``pin_id``).
         """
         batch = _check_batch(batch)
+        prio = pull_priority(
+            self._config, self._where, group, min_pending, min_ack_pending, priority
+        )
         t = check_timeout(timeout, "fetch timeout")
         if t <= 0:
             raise errors.BadTimeoutError("fetch timeout must be > 0 seconds")
@@ -174,14 +201,19 @@ class PullSubscription:
             conn.quiet_begin()  # this thread reads the answers: the network thread sleeps on
         try:
             self._check_open()
-            msgs = self._take_waiting(batch)
+            msgs = self._take_waiting(batch, prio)
             if msgs:
                 return msgs
-            if batch == 1:
-                msgs = self._no_wait_one(deadline)
-                if msgs:
-                    return msgs
-            return self._pull(batch, deadline, hb, no_wait_first=batch > 1)
+            for _ in range(2):  # a 423 (pin lost) clears the pin: once more, as a standby
+                try:
+                    if batch == 1:
+                        msgs = self._no_wait_one(deadline, prio)
+                        if msgs:
+                            return msgs
+                    return self._pull(batch, deadline, hb, prio, no_wait_first=batch > 1)
+                except PinLost:
+                    continue
+            raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
         finally:
             if conn is not None and conn.inline:
                 conn.quiet_end()
@@ -193,7 +225,17 @@ class PullSubscription:
         if self._nc.is_closed:
             raise errors.ConnectionClosedError(f"fetch from {self._where}: the client is closed")
 
-    def _take_waiting(self, batch: int) -> List[Msg]:
+    def pin_id(self, group: Optional[str] = None) -> Optional[str]:
+        """The pin this subscription holds in ``group`` (default: the consumer's only
+        group) under the pinned_client policy, or None (a standby, or no pin policy)."""
+        return self._pins.current(self._config, group)
+
+    def _seen(self, msg: Msg, prio: Optional[PullPriority]) -> Msg:
+        if prio is not None and prio.pinned:
+            self._pins.observe(prio.group, msg)
+        return msg
+
+    def _take_waiting(self, batch: int, prio: Optional[PullPriority]) -> List[Msg]:
         """Messages that arrived after an earlier fetch returned; stale statuses dropped."""
         msgs: List[Msg] = []
         q = self._q
@@ -206,7 +248,7 @@ class PullSubscription:
                 q.put(msg)
                 break
             if classify(msg) is None:
-                msgs.append(msg)
+                msgs.append(self._seen(msg, prio))
         return msgs
 
     def _has_msg(self) -> bool:
@@ -245,14 +287,23 @@ class PullSubscription:
     def _send(self, body: bytes, reply: str) -> None:
         self._nc._send_request(self._next_subject, body, reply, None)
 
-    def _no_wait_one(self, deadline: Deadline) -> List[Msg]:
+    def _pin_lost(self, prio: Optional[PullPriority], sent: Optional[str]) -> PinLost:
+        assert prio is not None
+        self._pins.lost(prio.group, sent)
+        return PinLost()
+
+    def _no_wait_one(self, deadline: Deadline, prio: Optional[PullPriority]) -> List[Msg]:
         """fetch(1)'s first step: a no_wait pull on the subscription's wildcard inbox."""
         if self._one_sub is None:
             self._one_sub = self._nc._subscribe(
                 self._one_prefix + "*", None, None, None, _BIG, _BIG, hook=self._on_msg
             )
         reply = self._one_prefix + str(next(self._one_ids))
-        self._send(_NO_WAIT_ONE, reply)
+        pin = self._pins.for_pull(prio)
+        if prio is None:
+            self._send(_NO_WAIT_ONE, reply)
+        else:
+            self._send(pull_request_body(1, no_wait=True, priority=prio, pin_id=pin), reply)
         while True:
             msg = self._get(deadline.remaining())
             if msg is None:
@@ -261,15 +312,22 @@ class PullSubscription:
                 )
             kind = classify(msg)
             if kind is None:
-                return [msg]
+                return [self._seen(msg, prio)]
             if msg.subject != reply or kind is HEARTBEAT:
                 continue  # a status for an earlier pull
             if kind is NO_MESSAGES or kind is REQUEST_TIMEOUT or kind is END:
                 return []
+            if kind is PIN_MISMATCH and prio is not None:
+                raise self._pin_lost(prio, pin)
             raise status_error(msg, self._where)
 
     def _pull(
-        self, batch: int, deadline: Deadline, hb: Optional[float], no_wait_first: bool
+        self,
+        batch: int,
+        deadline: Deadline,
+        hb: Optional[float],
+        prio: Optional[PullPriority],
+        no_wait_first: bool,
     ) -> List[Msg]:
         nc = self._nc
         inbox = nc.new_inbox()
@@ -279,11 +337,13 @@ class PullSubscription:
         auto_unsub = False
         watch: Optional[HeartbeatWatch] = None
         waiting = not no_wait_first  # a long pull is out
+        pin = self._pins.for_pull(prio)
         try:
             if no_wait_first:
-                self._send(pull_request_body(batch, no_wait=True), inbox)
+                body = pull_request_body(batch, no_wait=True, priority=prio, pin_id=pin)
+                self._send(body, inbox)
             else:
-                watch = self._send_long(sub, inbox, batch, deadline, hb, unsub_after=batch)
+                watch = self._send_long(sub, inbox, batch, deadline, hb, prio, unsub_after=batch)
                 auto_unsub = hb is None
             while len(msgs) < batch:
                 if waiting and msgs:
@@ -308,7 +368,7 @@ class PullSubscription:
                     watch.alive()
                 kind = classify(msg)
                 if kind is None:
-                    msgs.append(msg)
+                    msgs.append(self._seen(msg, prio))
                     continue
                 if msg.subject != inbox or kind is HEARTBEAT:
                     continue  # a status for an earlier pull, or a sign of life
@@ -317,13 +377,17 @@ class PullSubscription:
                     # Nothing there yet: wait for it with a long pull on the same inbox.
                     finished = False
                     waiting = True
-                    watch = self._send_long(sub, inbox, batch, deadline, hb, unsub_after=batch + 1)
+                    watch = self._send_long(
+                        sub, inbox, batch, deadline, hb, prio, unsub_after=batch + 1
+                    )
                     auto_unsub = hb is None
                     continue
                 if kind is NO_MESSAGES or kind is REQUEST_TIMEOUT or kind is END:
                     break
                 if msgs:
                     break  # the messages first; the next pull meets the error again
+                if kind is PIN_MISMATCH and prio is not None:
+                    raise self._pin_lost(prio, pin)
                 raise status_error(msg, self._where)
         finally:
             if len(msgs) >= batch:
@@ -345,13 +409,20 @@ class PullSubscription:
         batch: int,
         deadline: Deadline,
         hb: Optional[float],
+        prio: Optional[PullPriority],
         unsub_after: int,
     ) -> Optional[HeartbeatWatch]:
         """A waiting pull. UNSUB after ``unsub_after`` messages leaves no interest behind
         once it is served, but heartbeats would count too: with them, fetch unsubscribes."""
         if hb is None:
             self._nc._auto_unsubscribe(sub, unsub_after)
-        body = pull_request_body(batch, expires=pull_expires(deadline.remaining()), heartbeat=hb)
+        body = pull_request_body(
+            batch,
+            expires=pull_expires(deadline.remaining()),
+            heartbeat=hb,
+            priority=prio,
+            pin_id=self._pins.for_pull(prio),
+        )
         self._send(body, inbox)
         return HeartbeatWatch(hb) if hb is not None else None
 
@@ -467,7 +538,7 @@ class PullSubscriber:
                 info = js.consumer_info(stream, durable)  # made meanwhile by another process
         if not created:
             _check_bound(info, subject, config)
-        return PullSubscription(js, stream, info.name, subject, created)
+        return PullSubscription(js, stream, info, subject, created)
 
 
 # Fields a binding call may leave to the consumer: its names and what the subject decides.

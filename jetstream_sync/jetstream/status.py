@@ -91,6 +91,8 @@ def status_error(msg: Msg, where: str) -> errors.JetStreamError:
     cls: type[errors.PullStatusError] = errors.PullStatusError
     if code == 400:
         cls = errors.BadPullRequestError
+    elif code == 423:
+        cls = errors.PinIdMismatchError
     elif code == 409:
         if lowered.startswith("consumer deleted"):
             cls = errors.ConsumerDeletedError

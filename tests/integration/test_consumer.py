@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List
 
 import pytest
+from support import Errors
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy
@@ -42,19 +43,6 @@ def fill(js: JetStream, stream: str, n: int, start: int = 0) -> None:
 
 def data(msgs: List[nats.Msg]) -> List[int]:
     return [int(m.data) for m in msgs]
-
-
-class Errors:
-    """An error_cb that keeps what it is given."""
-
-    def __init__(self) -> None:
-        self.seen: List[Exception] = []
-
-    def __call__(self, exc: Exception) -> None:
-        self.seen.append(exc)
-
-    def kinds(self) -> List[type]:
-        return [type(e) for e in self.seen]
 
 
 # --- fetch and next -----------------------------------------------------------------------

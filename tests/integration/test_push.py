@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import pytest
+from support import Errors, our_ops
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
@@ -43,17 +44,6 @@ def fill(js: JetStream, stream: str, n: int, tail: str = "x") -> None:
         js.publish(subj(stream, tail), str(i).encode())
 
 
-class Errors:
-    def __init__(self) -> None:
-        self.seen: List[Exception] = []
-
-    def __call__(self, exc: Exception) -> None:
-        self.seen.append(exc)
-
-    def kinds(self) -> List[type]:
-        return [type(e) for e in self.seen]
-
-
 @pytest.fixture
 def traced(
     server_factory: Callable[..., NATSServer], tmp_path: Path
@@ -64,14 +54,6 @@ def traced(
         js = nc.jetstream()
         js.add_stream(name="T", subjects=["t.>"])
         yield nc, js, trace
-
-
-def our_ops(trace: Path) -> List[str]:
-    ops = []
-    for line in trace.read_text(errors="replace").splitlines():
-        if "python3-sync" in line and "<<- [" in line:
-            ops.append(line.split("<<- [", 1)[1].rstrip("]"))
-    return ops
 
 
 # --- 1. checks before any server call -------------------------------------------------------
