@@ -4,6 +4,13 @@
 """
 
 from .ack import MsgMetadata, SequencePair
+from .advisories import (
+    AdvisoryWatcher,
+    ConsumerPinnedAdvisory,
+    ConsumerUnpinnedAdvisory,
+    MaxDeliveriesAdvisory,
+    MsgTerminatedAdvisory,
+)
 from .api import (
     AccountInfo,
     AckPolicy,
@@ -23,6 +30,7 @@ from .api import (
 )
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
+from .deadletter import DeadLetter, DeadLetters
 from .ordered import OrderedConsumer
 from .pull import PullSubscription
 from .push import JetStreamSubscription
@@ -30,15 +38,22 @@ from .push import JetStreamSubscription
 __all__ = [
     "AccountInfo",
     "AckPolicy",
+    "AdvisoryWatcher",
     "ConsumeContext",
     "ConsumerConfig",
     "ConsumerInfo",
+    "ConsumerPinnedAdvisory",
+    "ConsumerUnpinnedAdvisory",
+    "DeadLetter",
+    "DeadLetters",
     "DeliverPolicy",
     "DiscardPolicy",
     "JetStream",
     "JetStreamSubscription",
+    "MaxDeliveriesAdvisory",
     "MessagesContext",
     "MsgMetadata",
+    "MsgTerminatedAdvisory",
     "OrderedConsumer",
     "PriorityPolicy",
     "PubAck",

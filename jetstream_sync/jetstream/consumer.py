@@ -815,8 +815,12 @@ class ConsumerFactory:
     def create_or_update_consumer(
         self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
     ) -> PullConsumer:
-        """Make a pull consumer, or change the one of that name; returns it, bound."""
+        """Make a pull consumer, or change the one of that name; returns it, bound.
+        ``ack_policy`` defaults to explicit (as ADR-37 clients do; the server's own default
+        is none, which would make every ack a no-op and nothing ever redelivered)."""
         js: JetStream = self  # type: ignore[assignment]
+        if fields.get("ack_policy") is None and (config is None or config.ack_policy is None):
+            fields = {**fields, "ack_policy": api.AckPolicy.EXPLICIT}
         if (config is not None and getattr(config, "deliver_subject", None)) or fields.get(
             "deliver_subject"
         ):

@@ -17,7 +17,9 @@ from .. import errors
 from .._protocol import check_publish_subject
 from .._timeouts import check_timeout
 from ._response import parse_api_response
+from .advisories import AdvisoryWatching
 from .consumer import ConsumerFactory
+from .deadletter import DeadLetterHelper
 from .manager import JetStreamManager
 from .ordered import OrderedConsumerFactory
 from .publish import AsyncPublisher, Publisher
@@ -39,6 +41,8 @@ class JetStream(
     PushSubscriber,
     ConsumerFactory,
     OrderedConsumerFactory,
+    AdvisoryWatching,
+    DeadLetterHelper,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 
