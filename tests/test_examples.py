@@ -27,6 +27,12 @@ EXPECTED = {
         "ordered: True",
     ],
     "ordered_replay.py": ["replayed 500 messages in order", "[401, 403, 405, 407, 409]"],
+    "pinned_failover.py": [
+        "pinned: A",
+        "took over after",
+        "unpinned B: new pin at once, now C",
+        "each of 50 jobs handled exactly once: True",
+    ],
 }
 
 
