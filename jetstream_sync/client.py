@@ -104,6 +104,7 @@ class _Server:
     __slots__ = (
         "host",
         "implicit",
+        "lame_until",
         "last_attempt",
         "password",
         "port",
@@ -132,6 +133,7 @@ class _Server:
         self.implicit = implicit
         self.reconnects = 0
         self.last_attempt = -1e9
+        self.lame_until = 0.0  # monotonic time until which reconnects prefer other servers
 
     @property
     def url(self) -> str:
@@ -212,6 +214,25 @@ class _Forget:
 
     def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
         self.subs.pop(self.sub.sid, None)  # sids are never reused
+
+
+class _Move:
+    """Stands in a ping's waiter place after the server announced lame duck mode: at its
+    PONG the server has processed everything written before it and everything it sent us
+    before it has been read, so the socket is shut then and the network thread reconnects to
+    another server while this one still runs (see Client._lame_duck)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: _Conn) -> None:
+        self.conn = conn
+
+    def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
+        if error is None:
+            try:
+                socket.socket.shutdown(self.conn.sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _Conn:
@@ -350,7 +371,9 @@ class Client:
         self._pub_cache: Dict[str, bytes] = {}
         self._max_payload = 1024 * 1024
         # Pings in wire order: (waiter or None, publishes enqueued before the ping).
-        self._pings: Deque[Tuple[Optional[Union[_Waiter, _Forget]], int]] = collections.deque()
+        self._pings: Deque[Tuple[Optional[Union[_Waiter, _Forget, _Move]], int]] = (
+            collections.deque()
+        )
         self._pings_in_buf = 0
         self._outstanding_pings = 0
         # Frames are counted as the flusher writes them (_written_frames); a PING's mark is
@@ -892,14 +915,38 @@ class Client:
                 with self._wlock:
                     self._update_info(ev.data, conn.server)
                 if ev.data.get("ldm"):
-                    self._report(
-                        errors.LameDuckModeError(
-                            f"server {conn.server.url} entered lame duck mode and will close "
-                            "connections soon; the client will reconnect elsewhere"
-                        )
-                    )
+                    self._lame_duck(conn)
         elif isinstance(ev, proto.Err):
             self._on_err(ev.message)
+
+    def _lame_duck(self, conn: _Conn) -> None:
+        """The server will close its connections soon: report it and, when another server
+        is known, move there now rather than wait to be cut off. The move waits for a PONG
+        (see _Move), so nothing written before it is in doubt."""
+        server = conn.server
+        if server.lame_until > time.monotonic():
+            return  # announced twice
+        server.lame_until = time.monotonic() + 120.0  # nats-server's default lame duck span
+        with self._wlock:
+            others = any(s is not server for s in self._pool)
+            if others and self._state is _CONNECTED:
+                self._out.append(proto.PING_FRAME)
+                self._ctl_frames += 1
+                self._pings.append((_Move(conn), self._written_frames + len(self._out)))
+                self._pings_in_buf += 1
+                if not self._kicked:
+                    self._kicked = True
+                    self._kick.set()
+        self._report(
+            errors.LameDuckModeError(
+                f"server {server.url} entered lame duck mode and will close connections soon; "
+                + (
+                    "moving to another server now"
+                    if others
+                    else "no other server is known to move to"
+                )
+            )
+        )
 
     def _on_err(self, message: str) -> None:
         self._errors_received += 1
@@ -989,13 +1036,18 @@ class Client:
         return None
 
     def _pick_server(self) -> Optional[_Server]:
-        """The next server with attempts left; it moves to the back of the pool."""
+        """The next server with attempts left; it moves to the back of the pool. Servers in
+        lame duck mode come last."""
+        now = time.monotonic()
         with self._wlock:
             limit = self._max_reconnect_attempts
-            for i, server in enumerate(self._pool):
-                if limit < 0 or server.reconnects < limit:
-                    self._pool.append(self._pool.pop(i))
-                    return server
+            for lame_ok in (False, True):
+                for i, server in enumerate(self._pool):
+                    if (limit < 0 or server.reconnects < limit) and (
+                        lame_ok or server.lame_until <= now
+                    ):
+                        self._pool.append(self._pool.pop(i))
+                        return server
         return None
 
     def _kill_socket(self, conn: _Conn) -> None:

@@ -299,6 +299,18 @@ class JetStreamManager:
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
         return bool(self._api(f"CONSUMER.DELETE.{stream}.{name}").get("success"))
 
+    def _delete_consumer_nowait(self, stream: str, name: str) -> None:
+        """Ask for a deletion without waiting for the answer: an ordered consumer dropping an
+        old link of its chain. That link may live on a server that just died, whose API
+        would keep the caller for the whole timeout; the server's inactive threshold removes
+        whatever this request does not reach."""
+        try:
+            self._nc.publish(
+                f"{self._prefix}.CONSUMER.DELETE.{stream}.{name}", reply=self._nc.new_inbox()
+            )
+        except errors.NATSError:
+            pass
+
     def consumer_info(self, stream: str, name: str) -> api.ConsumerInfo:
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
         return api.ConsumerInfo.from_dict(self._api(f"CONSUMER.INFO.{stream}.{name}"))

@@ -111,10 +111,7 @@ class OrderedConsumer:
         self._consumer = self._js.create_or_update_consumer(self.stream, cfg)
         self._consumer_seq = 0
         if old is not None:
-            try:
-                self._js.delete_consumer(self.stream, old.name)
-            except errors.NATSError:
-                pass  # gone already, or unreachable: its inactive threshold removes it
+            self._js._delete_consumer_nowait(self.stream, old.name)
         return self._consumer
 
     def _relink(self) -> None:

@@ -729,10 +729,7 @@ class OrderedPushSubscription(JetStreamSubscription):
         elif not self._sub._end_error:
             nc._drop_interest(self._sub)  # the first inbox: its queue is the user's
         if old_name:
-            try:
-                self._js.delete_consumer(self.stream, old_name)
-            except errors.NATSError:
-                pass  # gone already; an ephemeral push consumer is also reaped by the server
+            self._js._delete_consumer_nowait(self.stream, old_name)
 
     def unsubscribe(self) -> None:
         if self._closed:

@@ -1,0 +1,308 @@
+"""Cluster failover: a 3-node cluster, an R3 stream, and the stream leader killed (SIGKILL)
+under each kind of load; then a rolling restart of every node under load.
+
+What must hold each time: the client reconnects by itself; every publish that got a PubAck
+is in the stream; with msg ids the stream holds no duplicates; every message is processed at
+least once; consume and ordered consumers carry on without user action.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator, List
+
+import pytest
+from load import AckedPublisher, Seen, longest_gap, publish_async_burst, report, stream_msg_ids
+from support import Errors
+
+import jetstream_sync as nats
+from jetstream_sync import AckPolicy, ConsumerConfig
+from jetstream_sync.jetstream.context import JetStream
+from jetstream_sync.server import NATSCluster, NATSServer
+from jetstream_sync.testing import wait_until
+
+pytestmark = pytest.mark.slow
+
+STREAM = "FAIL"
+SUBJECT = "fail.x"
+
+
+@pytest.fixture
+def cluster() -> Iterator[NATSCluster]:
+    with NATSCluster(n=3) as c:
+        yield c
+
+
+@pytest.fixture
+def errors_seen() -> Errors:
+    return Errors()
+
+
+@pytest.fixture
+def nc(cluster: NATSCluster, errors_seen: Errors) -> Iterator[nats.Client]:
+    client = nats.connect(
+        cluster.urls,
+        reconnect_time_wait=0.2,
+        max_reconnect_attempts=-1,
+        connect_timeout=1.0,
+        error_cb=errors_seen,
+    )
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def js(nc: nats.Client) -> JetStream:
+    js = nc.jetstream(timeout=10.0)
+    js.add_stream(name=STREAM, subjects=["fail.>"], num_replicas=3, allow_direct=True)
+    wait_until(lambda: js.stream_info(STREAM).cluster.leader, 30, "stream leader")  # type: ignore[union-attr]
+    return js
+
+
+def leader(js: JetStream) -> str:
+    info = js.stream_info(STREAM)
+    assert info.cluster is not None and info.cluster.leader
+    return info.cluster.leader
+
+
+def kill_leader(cluster: NATSCluster, js: JetStream) -> NATSServer:
+    name = leader(js)
+    node = next(s for s in cluster.servers if s.server_name == name)
+    node.kill()
+    return node
+
+
+def check_stream(js: JetStream, acked: List[int]) -> List[str]:
+    """Every acked id is in the stream, none twice."""
+    ids = wait_until(lambda: _ids_when_settled(js), 60, "stream readable after failover")
+    assert len(ids) == len(set(ids)), "duplicates in the stream"
+    missing = {f"m{i}" for i in acked} - set(ids)
+    assert not missing, sorted(missing)[:10]
+    return ids
+
+
+def _ids_when_settled(js: JetStream) -> List[str] | None:
+    try:
+        return stream_msg_ids(js, STREAM)
+    except nats.NATSError:
+        return None  # no leader yet: ask again
+
+
+def test_leader_killed_during_acked_publish_loop(cluster: NATSCluster, js: JetStream) -> None:
+    pub = AckedPublisher(js, SUBJECT, 1500)
+    pub.start()
+    wait_until(lambda: len(pub.acked) >= 300, 60, "publishing under way")
+    killed_at = time.monotonic()
+    kill_leader(cluster, js)
+    pub.finish()
+    ids = check_stream(js, pub.acked)
+    assert len(ids) == 1500
+    report(
+        {
+            "fault": "stream leader SIGKILL",
+            "load": "js.publish, each ack awaited",
+            "published": 1500,
+            "acked": len(pub.acked),
+            "in stream": len(ids),
+            "duplicates": len(ids) - len(set(ids)),
+            "stall s": round(longest_gap(pub.ack_times, killed_at), 2),
+        }
+    )
+
+
+def test_leader_killed_during_publish_async_burst(cluster: NATSCluster, js: JetStream) -> None:
+    result: dict = {}  # type: ignore[type-arg]
+
+    def burst() -> None:
+        result.update(publish_async_burst(js, SUBJECT, range(20_000)))
+
+    t = threading.Thread(target=burst)
+    started = time.monotonic()
+    t.start()
+    wait_until(lambda: js.publish_async_pending > 0, 30, "burst under way")
+    kill_leader(cluster, js)
+    t.join(180)
+    assert not t.is_alive()
+    assert not result["left"], (len(result["left"]), result["failures"][-3:])
+    ids = check_stream(js, result["acked"])
+    assert len(ids) == 20_000
+    report(
+        {
+            "fault": "stream leader SIGKILL",
+            "load": "publish_async burst of 20,000",
+            "published": 20_000,
+            "acked": len(set(result["acked"])),
+            "in stream": len(ids),
+            "duplicates": len(ids) - len(set(ids)),
+            "failed then retried": len(result["failures"]),
+            "burst s": round(time.monotonic() - started, 2),
+        }
+    )
+
+
+def test_leader_killed_during_fetch_and_ack_loop(cluster: NATSCluster, js: JetStream) -> None:
+    pub = AckedPublisher(js, SUBJECT, 1000)
+    pub.start()
+    pub.finish()
+    psub = js.pull_subscribe(SUBJECT, durable="fetcher", stream=STREAM)
+    seen = Seen()
+    killed_at = 0.0
+    killed = ""
+    consumer_leader = ""
+    deadline = time.monotonic() + 120
+    while len(seen.distinct()) < 1000 and time.monotonic() < deadline:
+        if not killed_at and len(seen) >= 300:
+            cl = js.consumer_info(STREAM, "fetcher").cluster
+            consumer_leader = (cl.leader if cl else None) or ""
+            killed_at = time.monotonic()
+            killed = kill_leader(cluster, js).server_name or ""
+        try:
+            msgs = psub.fetch(50, timeout=2.0)
+        except nats.NATSError:
+            continue  # a timeout or a leadership change: pull again
+        for msg in msgs:
+            seen.add(msg)
+            msg.ack()
+    assert seen.distinct() == set(range(1000))
+    report(
+        {
+            "fault": "stream leader SIGKILL",
+            "load": "fetch(50) + ack loop",
+            "consumer leader killed too": consumer_leader == killed,
+            "published": 1000,
+            "acked": 1000,
+            "consumed": len(seen.distinct()),
+            "redelivered": len(seen) - len(seen.distinct()),
+            "stall s": round(longest_gap(seen.times, killed_at), 2),
+        }
+    )
+
+
+def test_leader_killed_during_consume(
+    cluster: NATSCluster, js: JetStream, errors_seen: Errors
+) -> None:
+    consumer = js.create_or_update_consumer(
+        STREAM, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT, ack_wait=5.0)
+    )
+    seen = Seen()
+
+    def handle(msg: nats.Msg) -> None:
+        seen.add(msg)
+        msg.ack()
+
+    cc = consumer.consume(handle, max_messages=100, expires=5.0)
+    pub = AckedPublisher(js, SUBJECT, 1500)
+    pub.start()
+    try:
+        wait_until(lambda: len(seen) >= 300, 60, "consuming under way")
+        killed_at = time.monotonic()
+        kill_leader(cluster, js)
+        pub.finish()
+        wait_until(lambda: seen.distinct() >= set(range(1500)), 120, "every message consumed")
+        assert cc.error is None, cc.error
+    finally:
+        cc.stop()
+    check_stream(js, pub.acked)
+    report(
+        {
+            "fault": "stream leader SIGKILL",
+            "load": "js.publish + consume(cb)",
+            "published": 1500,
+            "acked": len(pub.acked),
+            "consumed": len(seen.distinct()),
+            "redelivered": len(seen) - len(seen.distinct()),
+            "stall s": round(longest_gap(seen.times, killed_at), 2),
+        }
+    )
+
+
+def test_leader_killed_during_ordered_consumer(cluster: NATSCluster, js: JetStream) -> None:
+    pub = AckedPublisher(js, SUBJECT, 1500)
+    pub.start()
+    got: List[int] = []
+    times: List[float] = []
+    killed_at = 0.0
+    ordered = js.ordered_consumer(STREAM)
+    with ordered.messages(max_messages=100, expires=5.0) as it:
+        deadline = time.monotonic() + 150
+        for msg in it:
+            got.append(int(msg.data))
+            times.append(time.monotonic())
+            if len(got) == 300:
+                killed_at = time.monotonic()
+                kill_leader(cluster, js)
+            if len(got) == 1500 or time.monotonic() > deadline:
+                break
+    pub.finish()
+    assert got == list(range(1500)), "every message once, in order"
+    report(
+        {
+            "fault": "stream leader SIGKILL",
+            "load": "js.publish + ordered consumer",
+            "published": 1500,
+            "acked": len(pub.acked),
+            "consumed": len(got),
+            "duplicates": len(got) - len(set(got)),
+            "stall s": round(longest_gap(times, killed_at), 2),
+        }
+    )
+
+
+def test_rolling_restart_under_load(cluster: NATSCluster, js: JetStream) -> None:
+    consumer = js.create_or_update_consumer(
+        STREAM, ConsumerConfig(durable_name="roller", ack_policy=AckPolicy.EXPLICIT, ack_wait=5.0)
+    )
+    seen = Seen()
+
+    def handle(msg: nats.Msg) -> None:
+        seen.add(msg)
+        msg.ack()
+
+    cc = consumer.consume(handle, max_messages=100, expires=5.0)
+    total = 3000
+    pub = AckedPublisher(js, SUBJECT, total, deadline=240)
+    pub.start()
+    started = time.monotonic()
+    try:
+        for node in cluster.servers:
+            mark = len(pub.acked)
+            wait_until(lambda m=mark: len(pub.acked) >= m + 100, 60, "progress before restart")
+            node.stop()
+            node.start()
+            wait_until(lambda n=node: _current(js, n), 60, f"{node.server_name} caught up")
+        pub.finish(240)
+        wait_until(lambda: seen.distinct() >= set(range(total)), 120, "every message consumed")
+        assert cc.error is None, cc.error
+    finally:
+        cc.stop()
+    ids = check_stream(js, pub.acked)
+    report(
+        {
+            "fault": "rolling restart of 3 nodes",
+            "load": "js.publish + consume(cb)",
+            "published": total,
+            "acked": len(pub.acked),
+            "in stream": len(ids),
+            "consumed": len(seen.distinct()),
+            "duplicates": len(ids) - len(set(ids)),
+            "redelivered": len(seen) - len(seen.distinct()),
+            "run s": round(time.monotonic() - started, 1),
+        }
+    )
+
+
+def _current(js: JetStream, node: NATSServer) -> bool:
+    """The restarted node is back in the stream's replica set and caught up."""
+    try:
+        info = js.stream_info(STREAM)
+    except nats.NATSError:
+        return False
+    cl = info.cluster
+    if cl is None:
+        return False
+    if cl.leader == node.server_name:
+        return True
+    return any(p.name == node.server_name and p.current for p in cl.replicas or [])
