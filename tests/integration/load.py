@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from typing import Any, Dict, Iterable, List, Optional
 
 import jetstream_sync as nats
+from jetstream_sync import AckPolicy, ConsumerConfig
 from jetstream_sync.jetstream.context import JetStream
 
 
@@ -110,6 +111,20 @@ class Seen:
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+def consume_into(js: JetStream, stream: str, durable: str) -> tuple[Any, Seen]:
+    """A durable explicit-ack consume() loop that records what it gets, then acks it."""
+    consumer = js.create_or_update_consumer(
+        stream, ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=5.0)
+    )
+    seen = Seen()
+
+    def handle(msg: nats.Msg) -> None:
+        seen.add(msg)
+        msg.ack()
+
+    return consumer.consume(handle, max_messages=100, expires=5.0), seen
 
 
 def longest_gap(times: List[float], after: float) -> float:

@@ -13,11 +13,18 @@ import time
 from typing import Iterator, List
 
 import pytest
-from load import AckedPublisher, Seen, longest_gap, publish_async_burst, report, stream_msg_ids
+from load import (
+    AckedPublisher,
+    Seen,
+    consume_into,
+    longest_gap,
+    publish_async_burst,
+    report,
+    stream_msg_ids,
+)
 from support import Errors
 
 import jetstream_sync as nats
-from jetstream_sync import AckPolicy, ConsumerConfig
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSCluster, NATSServer
 from jetstream_sync.testing import wait_until
@@ -184,16 +191,7 @@ def test_leader_killed_during_fetch_and_ack_loop(cluster: NATSCluster, js: JetSt
 def test_leader_killed_during_consume(
     cluster: NATSCluster, js: JetStream, errors_seen: Errors
 ) -> None:
-    consumer = js.create_or_update_consumer(
-        STREAM, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT, ack_wait=5.0)
-    )
-    seen = Seen()
-
-    def handle(msg: nats.Msg) -> None:
-        seen.add(msg)
-        msg.ack()
-
-    cc = consumer.consume(handle, max_messages=100, expires=5.0)
+    cc, seen = consume_into(js, STREAM, "worker")
     pub = AckedPublisher(js, SUBJECT, 1500)
     pub.start()
     try:
@@ -252,16 +250,7 @@ def test_leader_killed_during_ordered_consumer(cluster: NATSCluster, js: JetStre
 
 
 def test_rolling_restart_under_load(cluster: NATSCluster, js: JetStream) -> None:
-    consumer = js.create_or_update_consumer(
-        STREAM, ConsumerConfig(durable_name="roller", ack_policy=AckPolicy.EXPLICIT, ack_wait=5.0)
-    )
-    seen = Seen()
-
-    def handle(msg: nats.Msg) -> None:
-        seen.add(msg)
-        msg.ack()
-
-    cc = consumer.consume(handle, max_messages=100, expires=5.0)
+    cc, seen = consume_into(js, STREAM, "roller")
     total = 3000
     pub = AckedPublisher(js, SUBJECT, total, deadline=240)
     pub.start()

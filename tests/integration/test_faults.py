@@ -10,11 +10,10 @@ import time
 from typing import Callable, Iterator, List
 
 import pytest
-from load import AckedPublisher, Seen, longest_gap, report, stream_msg_ids
+from load import AckedPublisher, Seen, consume_into, longest_gap, report, stream_msg_ids
 from support import Errors
 
 import jetstream_sync as nats
-from jetstream_sync import AckPolicy, ConsumerConfig
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSCluster, NATSServer
 from jetstream_sync.testing import wait_until
@@ -57,16 +56,7 @@ def _consume_and_publish(
     """Publish ``total`` acked messages while a consume loop takes them; ``fault`` strikes
     once a third has been consumed. Returns the publisher, what was seen, and when."""
     js.add_stream(name="F", subjects=["f.>"], allow_direct=True)
-    consumer = js.create_or_update_consumer(
-        "F", ConsumerConfig(durable_name="w", ack_policy=AckPolicy.EXPLICIT, ack_wait=5.0)
-    )
-    seen = Seen()
-
-    def handle(msg: nats.Msg) -> None:
-        seen.add(msg)
-        msg.ack()
-
-    cc = consumer.consume(handle, max_messages=100, expires=5.0)
+    cc, seen = consume_into(js, "F", "w")
     pub = AckedPublisher(js, "f.x", total)
     pub.start()
     try:
@@ -81,6 +71,22 @@ def _consume_and_publish(
     ids = wait_until(lambda: _ids(js), 60, "stream readable")
     assert len(ids) == len(set(ids)) == total
     return pub, seen, struck
+
+
+def _report_consume(fault: str, pub: AckedPublisher, seen: Seen, struck: float) -> None:
+    report(
+        {
+            "fault": fault,
+            "load": "js.publish + consume(cb)",
+            "published": pub.count,
+            "acked": len(pub.acked),
+            "consumed": len(seen.distinct()),
+            "lost": 0,
+            "duplicates in stream": 0,
+            "redelivered": len(seen) - len(seen.distinct()),
+            "stall s": round(longest_gap(seen.times, struck), 2),
+        }
+    )
 
 
 def _ids(js: JetStream) -> List[str] | None:
@@ -102,19 +108,7 @@ def test_sigkill_and_restart_on_the_file_store(
     pub, seen, struck = _consume_and_publish(js, 2000, crash)
     assert nc.stats["reconnects"] >= 1
     assert any(isinstance(e, nats.ConnectionLostError) for e in errors_seen.seen)
-    report(
-        {
-            "fault": "SIGKILL + restart on the file store",
-            "load": "js.publish + consume(cb)",
-            "published": 2000,
-            "acked": len(pub.acked),
-            "consumed": len(seen.distinct()),
-            "lost": 0,
-            "duplicates in stream": 0,
-            "redelivered": len(seen) - len(seen.distinct()),
-            "stall s": round(longest_gap(seen.times, struck), 2),
-        }
-    )
+    _report_consume("SIGKILL + restart on the file store", pub, seen, struck)
 
 
 def test_sigstop_trips_stale_detection_then_recovers(
@@ -135,19 +129,7 @@ def test_sigstop_trips_stale_detection_then_recovers(
 
     pub, seen, struck = _consume_and_publish(js, 2000, freeze)
     assert nc.stats["reconnects"] >= 1
-    report(
-        {
-            "fault": "SIGSTOP until stale detection, then SIGCONT",
-            "load": "js.publish + consume(cb)",
-            "published": 2000,
-            "acked": len(pub.acked),
-            "consumed": len(seen.distinct()),
-            "lost": 0,
-            "duplicates in stream": 0,
-            "redelivered": len(seen) - len(seen.distinct()),
-            "stall s": round(longest_gap(seen.times, struck), 2),
-        }
-    )
+    _report_consume("SIGSTOP until stale detection, then SIGCONT", pub, seen, struck)
 
 
 def _rss_mib() -> float:
