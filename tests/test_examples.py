@@ -33,6 +33,17 @@ EXPECTED = {
         "unpinned B: new pin at once, now C",
         "each of 50 jobs handled exactly once: True",
     ],
+    "overflow.py": ["remote got   0, backlog now 80", "each of 150 jobs handled once: True"],
+    "prioritized.py": [
+        "both waiting: priority 0 got 5, priority 1 got 0",
+        "priority 1 got ['b0', 'b1', 'b2']",
+        "each of 8 tasks handled once: True",
+    ],
+    "dead_letters.py": [
+        "dead letters handled: 2",
+        "'malformed' from ORDERS seq 2, terminated after 1 deliveries 'cannot parse'",
+        "'poison' from ORDERS seq 4, max_deliveries after 3 deliveries",
+    ],
 }
 
 
