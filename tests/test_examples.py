@@ -39,6 +39,12 @@ EXPECTED = {
         "priority 1 got ['b0', 'b1', 'b2']",
         "each of 8 tasks handled once: True",
     ],
+    "spark_pipeline.py": [
+        "total DE: 124500",
+        "total US: 125250",
+        "big orders written: 100",
+        "streamed into AUDIT: 1200 of 1200",
+    ],
     "dead_letters.py": [
         "dead letters handled: 2",
         "'malformed' from ORDERS seq 2, terminated after 1 deliveries 'cannot parse'",

@@ -1,0 +1,231 @@
+"""The ``jetstream`` Python data source (pyspark >= 4.2): batch read and write (streaming:
+``streaming.py``).
+
+Register it, then use it by name::
+
+    import jetstream_sync.spark
+    jetstream_sync.spark.register(spark)
+    df = spark.read.format("jetstream").option("servers", url).option("stream", "ORDERS").load()
+    df.write.format("jetstream").option("servers", url).mode("append").save()
+
+Reading: the driver fixes the range of stream sequences once (the stream's
+``first_seq..last_seq``, narrowed by ``start_seq``/``end_seq`` and
+``start_time``/``end_time``) and splits it into ``partitions`` contiguous pieces; each task
+reads its piece with batched direct get (``allow_direct`` streams), or else with an ordered
+consumer from the piece's first sequence, and stops at its last. Messages stored later are
+not read. Writing: see :class:`JetStreamBatchWriter`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from .. import errors
+from . import _clients
+from ._options import connection, float_option, int_option, js_options, required
+from ._publish import check_duplicate_window, publish_all
+from ._ranges import SeqRange, parse_time_option, read_range, resolve_range, split_range
+from ._rows import SCHEMA, OutMsg, batches, msgs_from_arrow
+
+__all__ = [
+    "JetStreamBatchReader",
+    "JetStreamBatchWriter",
+    "JetStreamCommitMessage",
+    "JetStreamDataSource",
+    "SeqRangePartition",
+]
+
+log = logging.getLogger("jetstream_sync.spark")
+
+DEFAULT_PARTITIONS = 4
+
+
+def _js(options: Dict[str, Any]) -> Any:
+    servers, kwargs = connection(options)
+    return _clients.jetstream(servers, js_options(options), **kwargs)
+
+
+class JetStreamDataSource(DataSource):
+    """``format("jetstream")``. Options: see the module and README."""
+
+    # register() may set a default partition count (the session's default parallelism)
+    # on a subclass; the class travels to the workers by value.
+    default_partitions: Optional[int] = None
+
+    @classmethod
+    def name(cls) -> str:
+        return "jetstream"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return JetStreamBatchReader(dict(self.options), schema, self.default_partitions)
+
+    def writer(self, schema: StructType, overwrite: bool) -> JetStreamBatchWriter:
+        if overwrite:
+            raise errors.InvalidArgumentError(
+                "the jetstream data source only appends: use mode('append')"
+            )
+        options = dict(self.options)
+        # Made once, on the driver: every task (and every retry of one) sees the same id.
+        write_id = options.get("write_id") or uuid.uuid4().hex
+        writer = JetStreamBatchWriter(options, str(write_id))
+        writer.check_stream()
+        return writer
+
+    def streamReader(self, schema: StructType) -> Any:
+        from .streaming import JetStreamStreamReader
+
+        return JetStreamStreamReader(dict(self.options), schema, self.default_partitions)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from .streaming import JetStreamStreamWriter
+
+        if overwrite:
+            raise errors.InvalidArgumentError(
+                "the jetstream data source only appends: use outputMode('append')"
+            )
+        writer = JetStreamStreamWriter(dict(self.options))
+        writer.check_stream()
+        return writer
+
+
+@dataclass
+class SeqRangePartition(InputPartition):
+    """Stream sequences ``start..end`` (inclusive) to read, and how."""
+
+    start: int
+    end: int
+    direct: bool
+
+
+class JetStreamBatchReader(DataSourceReader):
+    """Pickled to the executors: holds options only, never a client."""
+
+    def __init__(
+        self, options: Dict[str, Any], schema: StructType, default_partitions: Optional[int]
+    ) -> None:
+        self.options = options
+        self.columns: List[str] = list(schema.fieldNames())
+        self.default_partitions = default_partitions
+        self.stream = required(options, "stream")
+        self.filter_subject: Optional[str] = options.get("filter_subject") or None
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self.options
+        js = _js(o)
+        info = js.stream_info(self.stream)
+        start_time = o.get("start_time")
+        end_time = o.get("end_time")
+        rng = resolve_range(
+            js,
+            self.stream,
+            info.state,
+            start_seq=int_option(o, "start_seq", minimum=1),
+            end_seq=int_option(o, "end_seq", minimum=0),
+            start_time=parse_time_option(start_time, "start_time") if start_time else None,
+            end_time=parse_time_option(end_time, "end_time") if end_time else None,
+        )
+        n = int_option(o, "partitions", minimum=1) or self.default_partitions or DEFAULT_PARTITIONS
+        mode = str(o.get("direct", "auto")).lower()
+        if mode not in ("auto", "true", "false"):
+            raise errors.InvalidArgumentError(f"option 'direct' must be auto/true/false: {mode!r}")
+        direct = bool(info.config.allow_direct) if mode == "auto" else mode == "true"
+        parts = split_range(rng, n)
+        if not parts:  # nothing to read: one empty partition
+            return [SeqRangePartition(rng.start, rng.end, direct)]
+        return [SeqRangePartition(p.start, p.end, direct) for p in parts]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, SeqRangePartition)
+        js = _js(self.options)
+        timeout = float_option(self.options, "read_timeout") or 30.0
+        msgs = read_range(
+            js,
+            self.stream,
+            SeqRange(partition.start, partition.end),
+            self.filter_subject,
+            direct=partition.direct,
+            timeout=timeout,
+        )
+        yield from batches(msgs, self.columns)
+
+
+@dataclass
+class JetStreamCommitMessage(WriterCommitMessage):
+    partition_id: int
+    published: int
+    duplicates: int
+
+
+class JetStreamBatchWriter(DataSourceArrowWriter):
+    """Publishes each partition with ``publish_async`` and waits for every ack.
+
+    Message ids: the ``msg_id`` column when given, else ``<write_id>-<partition>-<row>``;
+    ``write_id`` is the ``write_id`` option or a random id made once on the driver, so a
+    retried task publishes the same ids and the server drops the copies (within the
+    stream's duplicate_window). Input partitions must come in a deterministic order for
+    that (a plain read of a source does; an unordered shuffle may not).
+    """
+
+    def __init__(self, options: Dict[str, Any], write_id: str) -> None:
+        self.options = options
+        self.write_id = write_id
+        self.subject: Optional[str] = options.get("subject") or None
+        self.ack_timeout = float_option(options, "ack_timeout") or 60.0
+
+    def check_stream(self) -> None:
+        """On the driver: warn about a short duplicate window (needs stream or subject)."""
+        stream = self.options.get("stream") or None
+        if stream is None and self.subject is None:
+            return
+        check_duplicate_window(_js(self.options), stream=stream, subject=self.subject)
+
+    def _messages(self, batches: Iterator[Any]) -> Iterator[OutMsg]:
+        """The messages of a partition (tests override this to inject failures)."""
+        return msgs_from_arrow(batches, self.subject)
+
+    def write(self, iterator: Iterator[Any]) -> JetStreamCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        partition_id = ctx.partitionId() if ctx is not None else 0
+        js = _js(self.options)
+        result = publish_all(
+            js,
+            self._messages(iterator),
+            f"{self.write_id}-{partition_id}",
+            ack_timeout=self.ack_timeout,
+        )
+        return JetStreamCommitMessage(partition_id, result.published, result.duplicates)
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        done = [m for m in messages if isinstance(m, JetStreamCommitMessage)]
+        log.info(
+            "jetstream_sync.spark: write %s stored %d messages (%d duplicates dropped)",
+            self.write_id,
+            sum(m.published for m in done),
+            sum(m.duplicates for m in done),
+        )
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        # Published messages cannot be taken back; running the same write again with the
+        # same write_id option (within the duplicate window) stores only what is missing.
+        log.warning(
+            "jetstream_sync.spark: write %s aborted; messages already acknowledged stay in the "
+            "stream",
+            self.write_id,
+        )

@@ -1,0 +1,108 @@
+"""The Spark module's parts without Spark: range splitting, the per-process client cache
+(fork included), Arrow rows."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+import jetstream_sync as nats
+from jetstream_sync.msg import Headers
+from jetstream_sync.server import NATSServer
+from jetstream_sync.spark import _clients
+from jetstream_sync.spark._publish import check_duplicate_window, publish_all
+from jetstream_sync.spark._ranges import SeqRange, StoredMsg, parse_time_option, split_range
+from jetstream_sync.spark._rows import BatchBuilder, msgs_from_arrow, msgs_from_rows
+
+
+def test_split_range() -> None:
+    parts = split_range(SeqRange(1, 1000), 3)
+    assert parts == [SeqRange(1, 334), SeqRange(335, 667), SeqRange(668, 1000)]
+    assert split_range(SeqRange(5, 6), 4) == [SeqRange(5, 5), SeqRange(6, 6)]
+    assert split_range(SeqRange(7, 6), 4) == []
+    with pytest.raises(nats.InvalidArgumentError):
+        split_range(SeqRange(1, 2), 0)
+
+
+def test_parse_time_option() -> None:
+    want = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+    assert parse_time_option("2024-05-01T12:00:00Z", "t") == want
+    assert parse_time_option("2024-05-01 12:00:00", "t") == want
+    assert parse_time_option(str(want.timestamp()), "t") == want
+    with pytest.raises(nats.InvalidArgumentError):
+        parse_time_option("yesterday", "t")
+
+
+def test_client_cache(spark_nats: NATSServer) -> None:
+    a = _clients.client(spark_nats.url, name="cache-test")
+    assert _clients.client(spark_nats.url, name="cache-test") is a
+    assert _clients.client(spark_nats.url, name="cache-test-2") is not a
+    js = _clients.jetstream(spark_nats.url, None, name="cache-test")
+    assert js.nc is a and _clients.jetstream(spark_nats.url, None, name="cache-test") is js
+    a.close()
+    b = _clients.client(spark_nats.url, name="cache-test")  # a closed client is replaced
+    assert b is not a and b.is_connected
+    assert _clients.jetstream(spark_nats.url, None, name="cache-test").nc is b
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_client_cache_after_fork(spark_nats: NATSServer) -> None:
+    parent = _clients.client(spark_nats.url, name="fork-test")
+    parent.flush(timeout=2.0)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a new client, the parent's left alone
+        code = 1
+        try:
+            child = _clients.client(spark_nats.url, name="fork-test")
+            child.flush(timeout=2.0)
+            ok = child is not parent and child.is_connected
+            os.write(w, b"ok" if ok else b"same")
+            child.close()
+            code = 0
+        except BaseException as exc:  # report anything to the parent
+            os.write(w, repr(exc).encode()[:200])
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    os.close(w)
+    answer = os.read(r, 256)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert answer == b"ok" and status == 0
+    parent.flush(timeout=2.0)  # the parent's socket survived the child
+    assert _clients.client(spark_nats.url, name="fork-test") is parent
+
+
+def test_rows_round_trip() -> None:
+    t = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    builder = BatchBuilder(max_rows=2)
+    h = Headers([("K", "a"), ("K", "b"), ("Nats-Msg-Id", "x1")])
+    assert builder.add(StoredMsg("s.a", b"1", h, "S", 1, t)) is None
+    batch = builder.add(StoredMsg("s.b", b"2", None, "S", 2, None))
+    assert batch is not None and builder.flush() is None
+    rows = batch.to_pylist()
+    assert rows[0]["headers"] == [("K", ["a", "b"]), ("Nats-Msg-Id", ["x1"])]
+    assert rows[0]["msg_id"] == "x1" and rows[0]["timestamp"] == t
+    assert rows[1]["headers"] is None and rows[1]["stream_seq"] == 2
+    out = list(msgs_from_arrow([batch.select(["subject", "data", "headers", "msg_id"])]))
+    assert out[0] == ("s.a", b"1", {"K": ["a", "b"], "Nats-Msg-Id": ["x1"]}, "x1")
+    assert out[1] == ("s.b", b"2", None, None)
+    got = list(msgs_from_rows([{"data": "x", "headers": {"A": "1"}}], default_subject="d"))
+    assert got == [("d", b"x", {"A": ["1"]}, None)]
+    with pytest.raises(nats.InvalidArgumentError):
+        list(msgs_from_rows([{"data": b"x"}]))
+
+
+def test_short_duplicate_window_warns(spark_nats: NATSServer) -> None:
+    js = _clients.jetstream(spark_nats.url, None, name="window-test")
+    js.add_stream(name="SHORTWIN", subjects=["shortwin.>"], duplicate_window=10.0)
+    with pytest.warns(RuntimeWarning, match="duplicate_window of 10 s"):
+        assert check_duplicate_window(js, subject="shortwin.x") == 10.0
+    result = publish_all(js, msgs_from_rows([{"data": b"a"}, {"data": b"b"}], "shortwin.x"), "w")
+    assert (result.published, result.duplicates) == (2, 0)
+    again = publish_all(js, msgs_from_rows([{"data": b"a"}], "shortwin.x"), "w")
+    assert (again.published, again.duplicates) == (0, 1)  # the same id: de-duplicated
