@@ -405,6 +405,7 @@ class AsyncPublisher:
         # Threads waiting for room / for everything: acks notify only when one waits and
         # the wait can end (low water for room, zero for all).
         self._waiting_room = 0
+        self._room_woken = False  # a wake-up for the waiting publisher is on its way
         self._waiting_all = 0
         self.closed = False
         self._dispatch = nc._callback
@@ -442,13 +443,18 @@ class AsyncPublisher:
         return fut
 
     def _wait_for_room(self) -> None:
+        deadline = time.monotonic() + self._stall_wait
+        ok = True
         with self._room:
             self._waiting_room += 1
             try:
-                ok = self._room.wait_for(
-                    lambda: len(self._pending) < self._max_pending or self.closed,
-                    self._stall_wait,
-                )
+                while len(self._pending) >= self._max_pending and not self.closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        ok = False
+                        break
+                    self._room_woken = False  # before every wait: each wants its wake-up
+                    self._room.wait(remaining)
             finally:
                 self._waiting_room -= 1
         if not ok:
@@ -515,7 +521,10 @@ class AsyncPublisher:
                 fut._dispatch(Future._invoke_callbacks, fut)  # type: ignore[attr-defined]
         if self._waiting_room or self._waiting_all:
             n = len(self._pending)
-            if not n or (self._waiting_room and n <= self._low_water):
+            if not n or (self._waiting_room and n <= self._low_water and not self._room_woken):
+                # One notify per wait: until the publisher runs again, the acks that follow
+                # would each take the Condition for nothing.
+                self._room_woken = True
                 self._wake()
         return True
 

@@ -276,6 +276,32 @@ def test_publish_async_window_stalls_then_errors(nats_server: NATSServer, stream
         assert js.publish_async_pending == 5 and not any(f.done() for f in futs)
 
 
+def test_publish_async_window_shared_by_several_threads(
+    nats_server: NATSServer, stream: str
+) -> None:
+    """Four threads push through one small window: each waiting thread gets its own wake-up
+    (none stalls while acks flow), and every publish is stored once."""
+    with nats.connect(nats_server.url) as nc:
+        js = nc.jetstream(publish_async_max_pending=64, publish_async_stall_wait=10.0)
+        failures: List[BaseException] = []
+
+        def publish(who: int) -> None:
+            try:
+                for i in range(2000):
+                    js.publish_async(_subj(stream), b"%d-%d" % (who, i))
+            except BaseException as exc:  # a stall would land here
+                failures.append(exc)
+
+        threads = [threading.Thread(target=publish, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        js.publish_async_completed(timeout=30)
+        assert failures == []
+        assert js.stream_info(stream).state.messages == 8000
+
+
 def test_publish_async_futures_time_out_and_fail_on_close(nats_server: NATSServer) -> None:
     nc = nats.connect(nats_server.url)
     js = nc.jetstream()
