@@ -31,6 +31,7 @@ import logging
 import os
 import queue
 import random
+import re
 import select
 import socket
 import ssl
@@ -53,6 +54,7 @@ from typing import (
 
 from . import _protocol as proto
 from . import errors
+from ._auth import JWTCallback, PathOrSeed, SignatureCallback, UserAuth
 from ._nuid import NUID
 from ._timeouts import Deadline, check_timeout
 from ._timers import Timers
@@ -82,6 +84,10 @@ _ACK_BATCH = 32
 _CRLF = b"\r\n"
 # -ERR messages after which the server keeps the connection open.
 _NON_FATAL_ERRS = ("permissions violation", "invalid subject", "invalid publish subject")
+# The server's refusal of a SUB names the subject (and queue group): see Client._end_denied_sub.
+_DENIED_SUB_RE = re.compile(
+    r'permissions violation for subscription to "([^"]*)"(?: using queue "([^"]*)")?', re.I
+)
 # "<size>\r\n" for every payload size seen so far; a PUB frame is prefix + this + payload.
 _SIZE_LINES: Dict[int, bytes] = {}
 
@@ -425,6 +431,10 @@ class Client:
         token: Optional[str] = None,
         tls: Optional[ssl.SSLContext] = None,
         tls_hostname: Optional[str] = None,
+        nkeys_seed: Optional[PathOrSeed] = None,
+        user_credentials: Optional[PathOrSeed] = None,
+        signature_cb: Optional[SignatureCallback] = None,
+        user_jwt_cb: Optional[JWTCallback] = None,
         connect_timeout: float = 2.0,
         allow_reconnect: bool = True,
         max_reconnect_attempts: int = 60,
@@ -508,6 +518,7 @@ class Client:
         self._user, self._password, self._token = user, password, token
         self._tls = tls
         self._tls_hostname = tls_hostname
+        self._auth = UserAuth.from_options(nkeys_seed, user_credentials, signature_cb, user_jwt_cb)
         self._allow_reconnect = bool(allow_reconnect)
         self._max_reconnect_attempts = max_reconnect_attempts
         self._echo = bool(echo)
@@ -636,6 +647,9 @@ class Client:
             opts["user"], opts["pass"] = self._user, self._password
         elif self._token is not None:
             opts["auth_token"] = self._token
+        if self._auth is not None:
+            nonce = info.get("nonce")
+            opts.update(self._auth.connect_fields(nonce if isinstance(nonce, str) else None))
         return opts
 
     @staticmethod
@@ -701,7 +715,10 @@ class Client:
         if isinstance(max_payload, int) and max_payload > 0:
             self._max_payload = max_payload
         known = {(s.host, s.port) for s in self._pool}
-        for url in info.get("connect_urls") or ():
+        urls = info.get("connect_urls")
+        for url in urls if isinstance(urls, list) else ():
+            if not isinstance(url, str):  # a malformed INFO: ignore what is not a URL
+                continue
             try:
                 new = _parse_url(url if "://" in url else f"{server.scheme}://{url}", implicit=True)
             except errors.InvalidArgumentError:
@@ -954,6 +971,7 @@ class Client:
         err: errors.NATSError
         if low.startswith("permissions violation"):
             err = errors.PermissionsError(f"server: {message}")
+            self._end_denied_sub(message, err)
         elif "stale connection" in low:
             err = errors.StaleConnectionError(f"server: {message}")
         elif "authorization" in low or "authentication" in low:
@@ -967,6 +985,20 @@ class Client:
             conn = self._conn
             if conn is not None:
                 self._shutdown_socket(conn)
+
+    def _end_denied_sub(self, message: str, err: errors.NATSError) -> None:
+        """The server refused a SUB: end the oldest live subscription it names with ``err``,
+        so its next_msg / iteration raise that instead of waiting for messages that never
+        come (error_cb still gets the error too)."""
+        m = _DENIED_SUB_RE.match(message)
+        if m is None:
+            return
+        subject, queue_name = m.group(1), m.group(2) or ""
+        for sub in sorted(list(self._subs.values()), key=lambda s: s.sid):
+            if sub.subject == subject and sub.queue == queue_name and sub.is_valid:
+                self._forget_sub(sub)
+                sub._end(err)
+                return
 
     def _on_pong(self) -> None:
         self._outstanding_pings = 0
@@ -1861,6 +1893,8 @@ def connect(servers: Union[str, Sequence[str]] = DEFAULT_URL, **options: Any) ->
     ``servers`` is a URL (``nats://user:pass@host:4222``, ``tls://host``), a comma-separated
     list of them, or a list. Options: name, error_cb, disconnected_cb, reconnected_cb,
     closed_cb, user, password, token, tls (an ``ssl.SSLContext``), tls_hostname,
+    nkeys_seed (a seed or a seed file), user_credentials (a .creds file), user_jwt_cb with
+    signature_cb (see ``jetstream_sync._auth``; seeds need ``jetstream-sync[nkeys]``),
     connect_timeout, allow_reconnect, max_reconnect_attempts (-1: no limit),
     reconnect_time_wait, reconnect_jitter, reconnect_buf_size, ping_interval,
     max_outstanding_pings, no_randomize, echo, inbox_prefix, verbose, pedantic.

@@ -12,6 +12,8 @@ __all__ = ["connection", "float_option", "int_option", "js_options", "required"]
 _STRING_CONNECT = ("user", "password", "token", "name", "tls_hostname", "inbox_prefix")
 _FLOAT_CONNECT = ("connect_timeout", "reconnect_time_wait", "ping_interval")
 _INT_CONNECT = ("max_reconnect_attempts",)
+# Paths of key material, readable on every executor: option name -> connect() keyword.
+_FILE_CONNECT = {"creds": "user_credentials", "nkeys_seed": "nkeys_seed"}
 
 
 def required(options: Mapping[str, Any], key: str) -> str:
@@ -53,11 +55,9 @@ def connection(options: Mapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
     name, connect_timeout, ... Credentials pass through; they are never logged."""
     servers = required(options, "servers")
     kwargs: Dict[str, Any] = {}
-    if options.get("creds"):
-        raise errors.InvalidArgumentError(
-            "the creds option (a .creds file with a JWT and an NKEY seed) is not supported by "
-            "jetstream_sync's client yet: use user/password or token"
-        )
+    for key, keyword in _FILE_CONNECT.items():
+        if options.get(key):
+            kwargs[keyword] = str(options[key])
     for key in _STRING_CONNECT:
         if options.get(key):
             kwargs[key] = str(options[key])

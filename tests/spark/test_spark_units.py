@@ -12,7 +12,7 @@ import pytest
 import jetstream_sync as nats
 from jetstream_sync.msg import Headers
 from jetstream_sync.server import NATSServer
-from jetstream_sync.spark import _clients
+from jetstream_sync.spark import _clients, _options
 from jetstream_sync.spark._publish import check_duplicate_window, publish_all
 from jetstream_sync.spark._ranges import SeqRange, StoredMsg, parse_time_option, split_range
 from jetstream_sync.spark._rows import BatchBuilder, msgs_from_arrow, msgs_from_rows
@@ -106,3 +106,28 @@ def test_short_duplicate_window_warns(spark_nats: NATSServer) -> None:
     assert (result.published, result.duplicates) == (2, 0)
     again = publish_all(js, msgs_from_rows([{"data": b"a"}], "shortwin.x"), "w")
     assert (again.published, again.duplicates) == (0, 1)  # the same id: de-duplicated
+
+
+def test_connection_options() -> None:
+    servers, kwargs = _options.connection(
+        {
+            "servers": "nats://a:4222",
+            "creds": "/etc/nats/user.creds",
+            "nkeys_seed": "/etc/nats/user.nk",
+            "token": "t",
+            "connect_timeout": "2.5",
+            "max_reconnect_attempts": "-1",
+        }
+    )
+    assert servers == "nats://a:4222"
+    assert kwargs == {
+        "user_credentials": "/etc/nats/user.creds",
+        "nkeys_seed": "/etc/nats/user.nk",
+        "token": "t",
+        "connect_timeout": 2.5,
+        "max_reconnect_attempts": -1,
+    }
+    with pytest.raises(nats.InvalidArgumentError, match="'servers'"):
+        _options.connection({"stream": "S"})
+    with pytest.raises(nats.InvalidArgumentError, match="'connect_timeout' must be a number"):
+        _options.connection({"servers": "x", "connect_timeout": "soon"})
