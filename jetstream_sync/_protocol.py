@@ -341,7 +341,7 @@ class Parser:
         elif op == b"INFO":
             try:
                 data = json.loads(rest)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
                 raise ProtocolError(f"INFO is not valid JSON: {exc}") from None
             if not isinstance(data, dict):
                 raise ProtocolError("INFO is not a JSON object")

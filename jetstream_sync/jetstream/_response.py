@@ -14,7 +14,7 @@ def parse_api_response(data: bytes, subject: str) -> Dict[str, Any]:
     """The JSON object of an API answer; its ``error`` raised as the mapped APIError."""
     try:
         obj = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python recurses
         raise errors.JetStreamError(
             f"malformed JSON in the answer on {subject}: {data[:80]!r}"
         ) from None

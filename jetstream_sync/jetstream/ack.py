@@ -98,7 +98,10 @@ def parse_metadata(reply: str) -> MsgMetadata:
     if min(delivered, sseq, cseq, ts, pending) < 0 or not stream or not consumer:
         raise errors.NotJSMessageError(_not_js(reply))
     seconds, nanos = divmod(ts, 1_000_000_000)
-    stamp = _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc)
+    try:
+        stamp = _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc)
+    except (OverflowError, ValueError, OSError):  # past what datetime or time_t can hold
+        raise errors.NotJSMessageError(_not_js(reply) + " (timestamp out of range)") from None
     timestamp = NanoDatetime(
         stamp.year,
         stamp.month,

@@ -48,7 +48,7 @@ from typing import (
     get_type_hints,
 )
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, JetStreamError
 from ..msg import Headers, encode_headers, parse_header_block
 
 __all__ = [
@@ -424,8 +424,15 @@ class Base:
             elif value is None:
                 if f.optional:
                     kwargs[f.name] = None
+            elif f.decode is None:
+                kwargs[f.name] = value
             else:
-                kwargs[f.name] = value if f.decode is None else f.decode(value)
+                try:
+                    kwargs[f.name] = f.decode(value)
+                except (TypeError, ValueError, AttributeError) as exc:  # a malformed answer
+                    raise JetStreamError(
+                        f"malformed {cls.__name__}.{key} {value!r:.80}: {exc}"
+                    ) from exc
         kwargs["extra"] = extra
         return cast(Callable[..., _B], cls)(**kwargs)
 

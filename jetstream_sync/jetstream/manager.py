@@ -99,7 +99,7 @@ class JetStreamManager:
         """Every stream name (all pages); with ``subject``, those that capture it."""
         if subject is not None:
             check_subscribe_subject(subject)
-        return [str(n) for n in self._paged("STREAM.NAMES", "streams", subject=subject)]
+        return list(self._paged("STREAM.NAMES", "streams", subject=subject, item=str))
 
     def find_stream_name_by_subject(self, subject: str) -> str:
         """The one stream that captures ``subject``."""
@@ -138,7 +138,10 @@ class JetStreamManager:
             body["seq"] = _positive(seq, "seq")
         if keep is not None:
             body["keep"] = _positive(keep, "keep", allow_zero=True)
-        return int(self._api(f"STREAM.PURGE.{name}", body or None).get("purged", 0))
+        purged = self._api(f"STREAM.PURGE.{name}", body or None).get("purged", 0)
+        if isinstance(purged, bool) or not isinstance(purged, int):
+            raise errors.JetStreamError(f"malformed purge answer for {name}: purged={purged!r:.40}")
+        return purged
 
     # --- messages -----------------------------------------------------------------------
 
@@ -169,7 +172,10 @@ class JetStreamManager:
         if direct:
             return self._direct_get(stream, body)
         data = self._api(f"STREAM.MSG.GET.{stream}", body)
-        return api.RawStreamMsg.from_dict({**data.get("message", {}), "stream": stream})
+        message = data.get("message", {})
+        if not isinstance(message, dict):
+            raise errors.JetStreamError(f"malformed message in the answer: {message!r:.40}")
+        return api.RawStreamMsg.from_dict({**message, "stream": stream})
 
     def _direct_get(self, stream: str, body: Dict[str, Any]) -> api.RawStreamMsg:
         subject = f"{self._prefix}.DIRECT.GET.{stream}"
@@ -317,7 +323,7 @@ class JetStreamManager:
 
     def consumer_names(self, stream: str) -> List[str]:
         stream = api.check_stream_name(stream)
-        return [str(n) for n in self._paged(f"CONSUMER.NAMES.{stream}", "consumers")]
+        return list(self._paged(f"CONSUMER.NAMES.{stream}", "consumers", item=str))
 
     def consumers_info(self, stream: str) -> List[api.ConsumerInfo]:
         stream = api.check_stream_name(stream)
@@ -347,8 +353,11 @@ class JetStreamManager:
 
     # --- paging -------------------------------------------------------------------------
 
-    def _paged(self, suffix: str, key: str, subject: Optional[str] = None) -> Iterator[Any]:
-        """Every item of a paged list answer, page after page, until ``total`` is reached."""
+    def _paged(
+        self, suffix: str, key: str, subject: Optional[str] = None, item: type = dict
+    ) -> Iterator[Any]:
+        """Every item of a paged list answer, page after page, until ``total`` is reached.
+        Each item must be an ``item`` (a JSON object, or a string for the NAMES lists)."""
         offset = 0
         for _ in range(100_000):  # a server that never ends its list must not loop forever
             body: Dict[str, Any] = {"offset": offset}
@@ -356,9 +365,19 @@ class JetStreamManager:
                 body["subject"] = subject
             page = self._api(suffix, body)
             items = page.get(key) or []
+            total = page.get("total", 0)
+            if (
+                not isinstance(items, list)
+                or not isinstance(total, int)
+                or not all(isinstance(i, item) for i in items)
+            ):
+                raise errors.JetStreamError(
+                    f"malformed page in the answer on {self._prefix}.{suffix}: "
+                    f"{key}={items!r:.60}, total={total!r:.20}"
+                )
             yield from items
             offset += len(items)
-            if not items or offset >= int(page.get("total", 0)):
+            if not items or offset >= total:
                 return
 
 
@@ -370,7 +389,10 @@ def _positive(value: Any, what: str, allow_zero: bool = False) -> int:
     return value
 
 
-def _version(text: str) -> Tuple[int, ...]:
+def _version(text: object) -> Tuple[int, ...]:
+    """(major, minor, patch) of a server version string; anything else counts as new."""
+    if not isinstance(text, str):
+        return (99,)
     parts = []
     for piece in text.split("-")[0].split(".")[:3]:
         parts.append(int(piece) if piece.isdigit() else 0)
