@@ -88,6 +88,8 @@ _NON_FATAL_ERRS = ("permissions violation", "invalid subject", "invalid publish 
 _DENIED_SUB_RE = re.compile(
     r'permissions violation for subscription to "([^"]*)"(?: using queue "([^"]*)")?', re.I
 )
+# ... and of a PUB names its subject: see Client._fail_denied_request.
+_DENIED_PUB_RE = re.compile(r'permissions violation for publish to "([^"]*)"', re.I)
 # "<size>\r\n" for every payload size seen so far; a PUB frame is prefix + this + payload.
 _SIZE_LINES: Dict[int, bytes] = {}
 
@@ -188,13 +190,14 @@ class _Waiter:
     A pre-acquired lock is the cheapest wake-up CPython has (``Event`` adds a Condition).
     """
 
-    __slots__ = ("error", "lock", "msg")
+    __slots__ = ("error", "lock", "msg", "subject")
 
-    def __init__(self) -> None:
+    def __init__(self, subject: str = "") -> None:
         self.lock = threading.Lock()
         self.lock.acquire()
         self.msg: Optional[Msg] = None
         self.error: Optional[errors.NATSError] = None
+        self.subject = subject  # a request's subject: a denied publish fails it at once
 
     def ready(self) -> bool:
         return not self.lock.locked()
@@ -972,6 +975,7 @@ class Client:
         if low.startswith("permissions violation"):
             err = errors.PermissionsError(f"server: {message}")
             self._end_denied_sub(message, err)
+            self._fail_denied_request(message, err)
         elif "stale connection" in low:
             err = errors.StaleConnectionError(f"server: {message}")
         elif "authorization" in low or "authentication" in low:
@@ -998,6 +1002,21 @@ class Client:
             if sub.subject == subject and sub.queue == queue_name and sub.is_valid:
                 self._forget_sub(sub)
                 sub._end(err)
+                return
+
+    def _fail_denied_request(self, message: str, err: errors.NATSError) -> None:
+        """The server refused a PUB: if a request to that subject waits for its reply, fail
+        the oldest such request with ``err`` instead of letting it run into its timeout.
+        The server answers every denied PUB with its own -ERR, in order, so the oldest
+        waiting request to that subject is the one this -ERR is about."""
+        m = _DENIED_PUB_RE.match(message)
+        if m is None:
+            return
+        subject = m.group(1)
+        for token, waiter in list(self._resp_map.items()):
+            if waiter.subject == subject:
+                if self._resp_map.pop(token, None) is waiter:
+                    waiter.wake(error=err)
                 return
 
     def _on_pong(self) -> None:
@@ -1408,7 +1427,7 @@ class Client:
         self._check_open("request")
         self._ensure_resp_sub()
         token = str(next(self._req_ids))
-        waiter = _Waiter()
+        waiter = _Waiter(subject)
         self._resp_map[token] = waiter
         conn = self._conn
         if conn is not None and conn.inline:

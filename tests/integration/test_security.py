@@ -409,6 +409,13 @@ def test_denied_subscription_reported_by_the_subscription_itself(
         # A publish the account may not make: error_cb, and nothing else breaks.
         nc.publish("secret.plans", b"x")
         wait_until(lambda: any("secret.plans" in str(e) for e in errs), 10, "publish denial")
+        # A request to a denied subject fails with that error, not after its whole timeout;
+        # a request in flight elsewhere is untouched.
+        nc.subscribe("svc.slow", cb=lambda m: m.respond(b"late"))
+        with pytest.raises(nats.PermissionsError, match=r"secret\.ask") as denial:
+            nc.request("secret.ask", b"?", timeout=30)
+        assert "Publish" in str(denial.value)
+        assert nc.request("svc.slow", b"?", timeout=5).data == b"late"
         # The connection is fine: subscriptions and request/reply still work.
         nc.subscribe("svc.echo", cb=lambda m: m.respond(b"re:" + m.data))
         assert nc.request("svc.echo", b"ping", timeout=5).data == b"re:ping"
