@@ -414,6 +414,7 @@ class _Pump:
         self._watch = HeartbeatWatch(heartbeat)
         self._repull = False  # set on the network thread by a reconnect
         self._pull_at: Optional[float] = None  # a pull put off until then (after a refusal)
+        self._returning = False  # stop() was called: messages go back to the server
         self.stopped = False
         self.error: Optional[errors.NATSError] = None
         self.report_terminal = True  # an ordered consumer rebuilds instead
@@ -439,8 +440,35 @@ class _Pump:
 
     # network / timer threads: queue and flag only
     def _on_msg(self, msg: Msg) -> bool:
-        self._q.put(msg)
+        if self._returning:
+            self._give_back(msg)
+        else:
+            self._q.put(msg)
         return True
+
+    def _give_back(self, msg: Msg) -> None:
+        """After stop(): a message nobody will take goes back to the server at once (-NAK),
+        to be redelivered (to another client, or to this one later) now rather than after
+        ack_wait. Only what the pulls delivered before the server saw the UNSUB comes here:
+        after that the server skips a pull whose inbox lost its interest."""
+        if self._c._ack_none or msg.subject == self._inbox or classify(msg) is not None:
+            return  # nothing to give back: ack none, an empty reply, a status
+        try:
+            msg.nak()
+        except errors.NATSError as exc:  # closed or disconnected: ack_wait redelivers it
+            self._report(exc)
+
+    def _give_back_queued(self) -> None:
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                return
+            if item is _STOP or item is _CLOSED:
+                self._q.put(item)  # markers stay for any later get()
+                return
+            if item is not _WAKE:
+                self._give_back(item)
 
     def _on_reconnect(self) -> None:
         self._repull = True
@@ -577,6 +605,9 @@ class _Pump:
             if msg is _WAKE:
                 continue
             self._watch.alive()
+            if self._returning:  # stopped: not for the user any more
+                self._give_back(msg)
+                continue
             kind = classify(msg)
             if kind is None:
                 if msg.subject == self._inbox:
@@ -648,13 +679,17 @@ class _Pump:
             self._reset(later=True)
 
     def stop(self) -> None:
+        """Stop now. Messages queued and not handed out, and those the outstanding pulls
+        still bring until the server has seen the UNSUB, are given back (-NAK)."""
         if self.stopped:
             return
         self.stopped = True
+        self._returning = True
         self._nc._remove_reconnect_hook(self._on_reconnect)
         self._nc._remove_close_hook(self._on_close)
         if not self._nc.is_closed:
-            self._nc._unsubscribe(self._sub)
+            self._nc._retire_sub(self._sub)  # late messages still reach _on_msg: given back
+        self._give_back_queued()
         self._q.put(_STOP)
 
     def drain(self, timeout: float) -> None:
@@ -778,7 +813,8 @@ class ConsumeContext:
         return self._done.is_set()
 
     def stop(self) -> None:
-        """Stop now: messages not yet handed to the callback are left for redelivery."""
+        """Stop now: messages not yet handed to the callback are given back to the server
+        (-NAK), so they are redelivered at once instead of after ack_wait."""
         self._pump.stop()
 
     def drain(self, timeout: float = 30.0) -> None:

@@ -242,6 +242,42 @@ def test_consume_drain_delivers_what_was_sent(js: JetStream, stream: str) -> Non
     assert cc.closed and got == list(range(10))
 
 
+def test_consume_stop_gives_back_what_was_not_handed_out(
+    nats_server: NATSServer, js: JetStream, stream: str
+) -> None:
+    # ack_wait of a minute: without the give-back the other client would wait that long.
+    c = js.create_or_update_consumer(stream, durable_name="w", ack_wait=60.0)
+    fill(js, stream, 10)
+    got: List[int] = []
+    started = threading.Event()
+    release = threading.Event()
+
+    def cb(msg: nats.Msg) -> None:
+        started.set()
+        release.wait(10)  # hold the thread: the rest queues up behind it
+        got.append(int(msg.data))
+        msg.ack()
+
+    cc = c.consume(cb, max_messages=10)
+    assert started.wait(10)
+    wait_until(lambda: c.consumer_info().num_pending == 0, what="all 10 delivered")
+    cc.stop()  # nine are queued, not handed out: they go back (-NAK) now
+    release.set()
+    assert cc.wait(10) and got == [0]
+    with nats.connect(nats_server.url) as other:
+        theirs = other.jetstream().consumer(stream, "w")
+        again: List[nats.Msg] = []
+        for _ in range(9):  # the naks may still be arriving: fetch what is there, again
+            again += theirs.fetch(9 - len(again), max_wait=10)
+            if len(again) >= 9:
+                break
+        assert data(again) == list(range(1, 10))
+        assert all(m.metadata.num_delivered == 2 for m in again)
+        for m in again:
+            m.ack()
+    wait_until(lambda: c.consumer_info().num_ack_pending == 0, what="every ack")
+
+
 def test_consume_survives_a_server_restart(server_factory: Callable[..., NATSServer]) -> None:
     srv = server_factory(jetstream=True)
     errs = Errors()
