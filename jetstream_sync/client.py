@@ -37,7 +37,6 @@ import socket
 import ssl
 import threading
 import time
-import urllib.parse
 import weakref
 from typing import (
     TYPE_CHECKING,
@@ -55,7 +54,9 @@ from typing import (
 from . import _protocol as proto
 from . import errors
 from ._auth import JWTCallback, PathOrSeed, SignatureCallback, UserAuth
+from ._conn import Conn, Forget, Move, Waiter
 from ._nuid import NUID
+from ._servers import Server, parse_url
 from ._timeouts import Deadline, check_timeout
 from ._timers import Timers
 from ._version import __version__
@@ -104,208 +105,6 @@ _NEW, _CONNECTED, _RECONNECTING, _CLOSED, _FORKED = (
     "closed",
     "forked",
 )
-
-
-class _Server:
-    """One entry of the server pool. Its repr never shows credentials."""
-
-    __slots__ = (
-        "host",
-        "implicit",
-        "lame_until",
-        "last_attempt",
-        "password",
-        "port",
-        "reconnects",
-        "scheme",
-        "token",
-        "user",
-    )
-
-    def __init__(
-        self,
-        scheme: str,
-        host: str,
-        port: int,
-        user: Optional[str] = None,
-        password: Optional[str] = None,
-        token: Optional[str] = None,
-        implicit: bool = False,
-    ) -> None:
-        self.scheme = scheme
-        self.host = host
-        self.port = port
-        self.user = user
-        self.password = password
-        self.token = token
-        self.implicit = implicit
-        self.reconnects = 0
-        self.last_attempt = -1e9
-        self.lame_until = 0.0  # monotonic time until which reconnects prefer other servers
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}"
-
-    def __repr__(self) -> str:
-        return f"<server {self.url}>"
-
-
-def _parse_url(url: str, implicit: bool = False) -> _Server:
-    if not isinstance(url, str) or not url.strip():
-        raise errors.InvalidArgumentError(f"server URL must be a non-empty str, got {url!r}")
-    text = url.strip()
-    if "://" not in text:
-        text = "nats://" + text
-    try:
-        parts = urllib.parse.urlsplit(text)
-        port = parts.port or 4222
-    except ValueError as exc:
-        raise errors.InvalidArgumentError(f"bad server URL {_redact(url)!r}: {exc}") from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("nats", "tls"):
-        raise errors.InvalidArgumentError(
-            f"bad server URL {_redact(url)!r}: scheme must be nats:// or tls://"
-        )
-    user = urllib.parse.unquote(parts.username) if parts.username else None
-    password = urllib.parse.unquote(parts.password) if parts.password is not None else None
-    token = None
-    if user is not None and password is None:
-        token, user = user, None  # nats://TOKEN@host carries a token
-    return _Server(scheme, parts.hostname or "127.0.0.1", port, user, password, token, implicit)
-
-
-def _redact(url: str) -> str:
-    """The URL without any user info, for messages."""
-    if "@" in url:
-        scheme, sep, rest = url.rpartition("://")
-        return (scheme + sep if sep else "") + "***@" + rest.rpartition("@")[2]
-    return url
-
-
-class _Waiter:
-    """A one-shot hand-off from the network thread to a blocked caller.
-
-    A pre-acquired lock is the cheapest wake-up CPython has (``Event`` adds a Condition).
-    """
-
-    __slots__ = ("error", "lock", "msg", "subject")
-
-    def __init__(self, subject: str = "") -> None:
-        self.lock = threading.Lock()
-        self.lock.acquire()
-        self.msg: Optional[Msg] = None
-        self.error: Optional[errors.NATSError] = None
-        self.subject = subject  # a request's subject: a denied publish fails it at once
-
-    def ready(self) -> bool:
-        return not self.lock.locked()
-
-    def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
-        self.msg = msg
-        self.error = error
-        try:
-            self.lock.release()
-        except RuntimeError:
-            pass  # woken twice (a race between a reply and a disconnect): first one wins
-
-
-class _Forget:
-    """Stands in a ping's waiter place: on its PONG (or the connection's loss) the
-    subscription leaves the routing table. See Client._retire_sub."""
-
-    __slots__ = ("sub", "subs")
-
-    def __init__(self, subs: Dict[int, Subscription], sub: Subscription) -> None:
-        self.subs = subs
-        self.sub = sub
-
-    def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
-        self.subs.pop(self.sub.sid, None)  # sids are never reused
-
-
-class _Move:
-    """Stands in a ping's waiter place after the server announced lame duck mode: at its
-    PONG the server has processed everything written before it and everything it sent us
-    before it has been read, so the socket is shut then and the network thread reconnects to
-    another server while this one still runs (see Client._lame_duck)."""
-
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: _Conn) -> None:
-        self.conn = conn
-
-    def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
-        if error is None:
-            try:
-                socket.socket.shutdown(self.conn.sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-class _Conn:
-    """One live socket and the parser reading it.
-
-    ``inline``: a plain TCP socket on a platform with poll(), which any thread holding the
-    read lock may read (see Client._await); TLS sockets are read by the network thread only.
-
-    ``ep``: the network thread's epoll (Linux), through which a thread about to wait for an
-    answer it will read itself turns the network thread's interest in the socket off for
-    the while (``quiet_begin`` / ``quiet_end``): otherwise the answer's arrival wakes the
-    network thread too, only to find the bytes taken — a wasted thread switch per request.
-    """
-
-    __slots__ = (
-        "ep",
-        "info",
-        "inline",
-        "parser",
-        "quiet",
-        "quiet_lock",
-        "reader_left",
-        "server",
-        "sock",
-    )
-
-    def __init__(
-        self, sock: socket.socket, parser: proto.Parser, server: _Server, info: Dict[str, Any]
-    ) -> None:
-        self.sock = sock
-        self.parser = parser
-        self.server = server
-        self.info = info
-        self.inline = hasattr(select, "poll") and not isinstance(sock, ssl.SSLSocket)
-        self.ep: Optional[Any] = None  # select.epoll, set by the network thread
-        self.quiet = 0  # threads that asked the network thread not to wake for data
-        self.quiet_lock = threading.Lock()
-        # Set when the network thread has stopped waiting on ``ep``: closing a socket
-        # removes it from an epoll set, and can swallow the wake-up its shutdown() sent.
-        self.reader_left = threading.Event()
-
-    def watch_mask(self) -> int:
-        """What the network thread's epoll waits for (errors and hang-ups always wake it)."""
-        return 0 if self.quiet else select.EPOLLIN | select.EPOLLPRI
-
-    def quiet_begin(self) -> None:
-        with self.quiet_lock:
-            self.quiet += 1
-            if self.quiet == 1:
-                self._rearm()
-
-    def quiet_end(self) -> None:
-        with self.quiet_lock:
-            self.quiet -= 1
-            if self.quiet == 0:
-                self._rearm()
-
-    def _rearm(self) -> None:
-        ep = self.ep
-        if ep is not None:
-            try:
-                ep.modify(self.sock.fileno(), self.watch_mask())
-            except (OSError, ValueError):
-                pass  # closed meanwhile: the network thread has its error already
 
 
 # --- fork safety ---------------------------------------------------------------------
@@ -373,16 +172,14 @@ class Client:
         self._connected = threading.Event()
         self._stop = threading.Event()
         self._closed_event = threading.Event()
-        self._conn: Optional[_Conn] = None
-        self._pool: List[_Server] = []
+        self._conn: Optional[Conn] = None
+        self._pool: List[Server] = []
         self._subs: Dict[int, Subscription] = {}
         self._sids = itertools.count(1)
         self._pub_cache: Dict[str, bytes] = {}
         self._max_payload = 1024 * 1024
         # Pings in wire order: (waiter or None, publishes enqueued before the ping).
-        self._pings: Deque[Tuple[Optional[Union[_Waiter, _Forget, _Move]], int]] = (
-            collections.deque()
-        )
+        self._pings: Deque[Tuple[Optional[Union[Waiter, Forget, Move]], int]] = collections.deque()
         self._pings_in_buf = 0
         self._outstanding_pings = 0
         # Frames are counted as the flusher writes them (_written_frames); a PING's mark is
@@ -402,7 +199,7 @@ class Client:
         self._resp_lock = threading.Lock()
         self._resp_sub: Optional[Subscription] = None
         self._resp_prefix = ""
-        self._resp_map: Dict[str, _Waiter] = {}
+        self._resp_map: Dict[str, Waiter] = {}
         self._req_ids = itertools.count(1)
         self._cb_queue: queue.SimpleQueue[Optional[Tuple[Callable[..., None], Tuple[Any, ...]]]]
         self._cb_queue = queue.SimpleQueue()
@@ -467,7 +264,7 @@ class Client:
             )
         if not urls:
             raise errors.InvalidArgumentError("servers is empty")
-        self._pool = [_parse_url(u) for u in urls]
+        self._pool = [parse_url(u) for u in urls]
         if not no_randomize and len(self._pool) > 1:
             random.shuffle(self._pool)
         for cb_name, cb in (
@@ -530,7 +327,7 @@ class Client:
         self._inbox_prefix = inbox_prefix
 
         last: Optional[errors.NATSError] = None
-        conn: Optional[_Conn] = None
+        conn: Optional[Conn] = None
         for server in self._pool:
             server.last_attempt = time.monotonic()
             try:
@@ -554,7 +351,7 @@ class Client:
         _live_clients.add(self)
         return self
 
-    def _open(self, server: _Server) -> _Conn:
+    def _open(self, server: Server) -> Conn:
         """Open a socket to ``server`` and complete the handshake, or raise a NATSError."""
         where = f"connect to {server.url}"
         deadline = Deadline(self._connect_timeout, where)
@@ -587,7 +384,7 @@ class Client:
             max_payload = info.get("max_payload")
             if isinstance(max_payload, int) and max_payload > 0:
                 parser.max_payload = max(max_payload, proto.DEFAULT_MAX_INBOUND)
-            return _Conn(sock, parser, server, info)
+            return Conn(sock, parser, server, info)
         except BaseException as exc:
             if sock is not None:
                 sock.close()
@@ -610,7 +407,7 @@ class Client:
             parser.receive_data(data)
 
     def _maybe_tls(
-        self, sock: socket.socket, server: _Server, info: Dict[str, Any], deadline: Deadline
+        self, sock: socket.socket, server: Server, info: Dict[str, Any], deadline: Deadline
     ) -> socket.socket:
         wanted = self._tls is not None or server.scheme == "tls"
         required = bool(info.get("tls_required"))
@@ -627,7 +424,7 @@ class Client:
         sock.settimeout(deadline.check())
         return context.wrap_socket(sock, server_hostname=self._tls_hostname or server.host)
 
-    def _connect_options(self, server: _Server, info: Dict[str, Any]) -> Dict[str, Any]:
+    def _connect_options(self, server: Server, info: Dict[str, Any]) -> Dict[str, Any]:
         opts: Dict[str, Any] = {
             "verbose": self._verbose,
             "pedantic": self._pedantic,
@@ -656,7 +453,7 @@ class Client:
         return opts
 
     @staticmethod
-    def _handshake_error(server: _Server, message: str) -> errors.NATSError:
+    def _handshake_error(server: Server, message: str) -> errors.NATSError:
         low = message.lower()
         if "authorization" in low or "authentication" in low or "user" in low:
             return errors.AuthorizationError(
@@ -677,7 +474,7 @@ class Client:
             self._threads.append(t)
         self._timers.call_later(self._ping_interval, self._ping_tick)
 
-    def _install(self, conn: _Conn, reconnect: bool) -> bool:
+    def _install(self, conn: Conn, reconnect: bool) -> bool:
         """Make ``conn`` the live connection: resubscribe first, then buffered publishes."""
         with self._send_lock, self._wlock:
             if self._closing:
@@ -712,7 +509,7 @@ class Client:
                 t.start()
         return True
 
-    def _update_info(self, info: Dict[str, Any], server: _Server) -> None:
+    def _update_info(self, info: Dict[str, Any], server: Server) -> None:
         self._server_info = info
         max_payload = info.get("max_payload")
         if isinstance(max_payload, int) and max_payload > 0:
@@ -723,7 +520,7 @@ class Client:
             if not isinstance(url, str):  # a malformed INFO: ignore what is not a URL
                 continue
             try:
-                new = _parse_url(url if "://" in url else f"{server.scheme}://{url}", implicit=True)
+                new = parse_url(url if "://" in url else f"{server.scheme}://{url}", implicit=True)
             except errors.InvalidArgumentError:
                 continue
             if (new.host, new.port) not in known:
@@ -754,7 +551,7 @@ class Client:
                 )
             )
 
-    def _read_loop(self, conn: _Conn) -> errors.NATSError:
+    def _read_loop(self, conn: Conn) -> errors.NATSError:
         """Read until the socket fails; returns why.
 
         A plain TCP socket is waited on with poll() *without* the read lock and read
@@ -797,7 +594,7 @@ class Client:
             if hasattr(poller, "close"):
                 poller.close()
 
-    def _read_blocking(self, conn: _Conn) -> errors.NATSError:
+    def _read_blocking(self, conn: Conn) -> errors.NATSError:
         recv = conn.sock.recv
         while True:
             try:
@@ -809,7 +606,7 @@ class Client:
             if err is not None:
                 return err
 
-    def _read_once(self, conn: _Conn) -> Optional[errors.NATSError]:
+    def _read_once(self, conn: Conn) -> Optional[errors.NATSError]:
         """One non-blocking read and its events; the caller holds the read lock."""
         try:
             data = conn.sock.recv(_READ_SIZE, socket.MSG_DONTWAIT)
@@ -819,7 +616,7 @@ class Client:
             return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
         return self._feed(conn, data)
 
-    def _feed(self, conn: _Conn, data: bytes) -> Optional[errors.NATSError]:
+    def _feed(self, conn: Conn, data: bytes) -> Optional[errors.NATSError]:
         if not data:
             return errors.ConnectionLostError(f"server {conn.server.url} closed the connection")
         try:
@@ -862,7 +659,7 @@ class Client:
                 self._in_bytes += nbytes
         return None
 
-    def _await(self, waiter: _Waiter, timeout: float) -> bool:
+    def _await(self, waiter: Waiter, timeout: float) -> bool:
         """Wait for ``waiter`` up to ``timeout``; read the socket in this thread when no
         other thread is reading it, so the answer needs no thread hop to reach us."""
         lock = waiter.lock
@@ -908,7 +705,7 @@ class Client:
             read_lock.release()
         return ready()
 
-    def _poll_and_read(self, conn: _Conn, timeout: float) -> Optional[errors.NATSError]:
+    def _poll_and_read(self, conn: Conn, timeout: float) -> Optional[errors.NATSError]:
         poller = select.poll()  # one per call: a poll object is not for two threads
         try:
             poller.register(conn.sock.fileno(), select.POLLIN | select.POLLPRI)
@@ -918,7 +715,7 @@ class Client:
         return self._read_once(conn) if ready else None
 
     @staticmethod
-    def _shutdown_socket(conn: _Conn) -> None:
+    def _shutdown_socket(conn: Conn) -> None:
         try:
             socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
         except OSError:
@@ -939,10 +736,10 @@ class Client:
         elif isinstance(ev, proto.Err):
             self._on_err(ev.message)
 
-    def _lame_duck(self, conn: _Conn) -> None:
+    def _lame_duck(self, conn: Conn) -> None:
         """The server will close its connections soon: report it and, when another server
         is known, move there now rather than wait to be cut off. The move waits for a PONG
-        (see _Move), so nothing written before it is in doubt."""
+        (see Move), so nothing written before it is in doubt."""
         server = conn.server
         if server.lame_until > time.monotonic():
             return  # announced twice
@@ -952,7 +749,7 @@ class Client:
             if others and self._state is _CONNECTED:
                 self._out.append(proto.PING_FRAME)
                 self._ctl_frames += 1
-                self._pings.append((_Move(conn), self._written_frames + len(self._out)))
+                self._pings.append((Move(conn), self._written_frames + len(self._out)))
                 self._pings_in_buf += 1
                 if not self._kicked:
                     self._kicked = True
@@ -1030,7 +827,7 @@ class Client:
         if waiter is not None:
             waiter.wake()
 
-    def _on_disconnect(self, conn: _Conn, err: errors.NATSError) -> None:
+    def _on_disconnect(self, conn: Conn, err: errors.NATSError) -> None:
         unconfirmed = 0
         with self._wlock:
             if self._state is _CONNECTED:
@@ -1064,7 +861,7 @@ class Client:
         self._report(report)
         self._callback(self._disconnected_cb)
 
-    def _reconnect_loop(self) -> Optional[_Conn]:
+    def _reconnect_loop(self) -> Optional[Conn]:
         while not self._closing:
             server = self._pick_server()
             if server is None:
@@ -1086,7 +883,7 @@ class Client:
             return None
         return None
 
-    def _pick_server(self) -> Optional[_Server]:
+    def _pick_server(self) -> Optional[Server]:
         """The next server with attempts left; it moves to the back of the pool. Servers in
         lame duck mode come last."""
         now = time.monotonic()
@@ -1101,7 +898,7 @@ class Client:
                         return server
         return None
 
-    def _kill_socket(self, conn: _Conn) -> None:
+    def _kill_socket(self, conn: Conn) -> None:
         """Wake every thread blocked on ``conn``'s socket, then close it."""
         self._shutdown_socket(conn)
         if conn.ep is not None:  # the network thread waits in epoll: let it see the shutdown
@@ -1346,7 +1143,7 @@ class Client:
             self._out.append(proto.encode_unsub(sub.sid))
             self._out.append(proto.PING_FRAME)
             self._ctl_frames += 2
-            self._pings.append((_Forget(self._subs, sub), self._written_frames + len(self._out)))
+            self._pings.append((Forget(self._subs, sub), self._written_frames + len(self._out)))
             self._pings_in_buf += 1
             if not self._kicked:
                 self._kicked = True
@@ -1427,7 +1224,7 @@ class Client:
         self._check_open("request")
         self._ensure_resp_sub()
         token = str(next(self._req_ids))
-        waiter = _Waiter(subject)
+        waiter = Waiter(subject)
         self._resp_map[token] = waiter
         conn = self._conn
         if conn is not None and conn.inline:
@@ -1632,7 +1429,7 @@ class Client:
         self._check_open("flush")
         if not self._connected.is_set() and not self._connected.wait(deadline.remaining()):
             raise errors.TimeoutError(f"flush: not reconnected within {timeout} s")
-        waiter = _Waiter()
+        waiter = Waiter()
         with self._wlock:
             if self._state is not _CONNECTED:
                 raise (
