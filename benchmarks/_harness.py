@@ -54,6 +54,18 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 _STACKS_DUMPED = "Timeout (0:"  # how faulthandler.dump_traceback_later's report begins
 
 
+def proc_cpu(pid: Optional[int]) -> Optional[float]:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux), or None."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _server_version(binary: str) -> str:
     try:
         done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)

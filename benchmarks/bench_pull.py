@@ -42,6 +42,7 @@ try:  # as a module (python -m benchmarks.X) or as a script (python benchmarks/X
         _server_version,
         _version,
         emit,
+        proc_cpu,
     )
     from benchmarks._harness import run_child as _run_child
 except ImportError:
@@ -53,6 +54,7 @@ except ImportError:
         _server_version,
         _version,
         emit,
+        proc_cpu,
     )
     from _harness import run_child as _run_child  # type: ignore[no-redef]
 
@@ -110,14 +112,7 @@ SERVER_PID: Optional[int] = None  # set in a child: the server's CPU time is rea
 
 def _server_cpu() -> Optional[float]:
     """CPU seconds the server process has used so far (Linux), or None."""
-    if SERVER_PID is None:
-        return None
-    try:
-        with open(f"/proc/{SERVER_PID}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
+    return proc_cpu(SERVER_PID)
 
 
 class Clock:

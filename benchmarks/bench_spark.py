@@ -32,7 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 try:  # as a module (python -m benchmarks.X) or as a script (python benchmarks/X.py)
-    from benchmarks._harness import _cores, _cpu_model, _fmt_int, _server_version, _version
+    from benchmarks._harness import (
+        _cores,
+        _cpu_model,
+        _fmt_int,
+        _server_version,
+        _version,
+        proc_cpu,
+    )
 except ImportError:
     from _harness import (  # type: ignore[no-redef]
         _cores,
@@ -40,6 +47,7 @@ except ImportError:
         _fmt_int,
         _server_version,
         _version,
+        proc_cpu,
     )
 
 MSG_SIZE = 128
@@ -67,18 +75,6 @@ QUICK = Sizes(n=20_000, runs=1, naive_runs=1, deadline=600.0)
 
 
 # --- the server side: CPU time, streams ----------------------------------------------------
-
-
-def _proc_cpu(pid: Optional[int]) -> Optional[float]:
-    """CPU seconds process ``pid`` has used so far (Linux), or None."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class Admin:
@@ -188,14 +184,14 @@ class RunResult:
 class Clock:
     def __init__(self, server_pid: Optional[int]) -> None:
         self.pid = server_pid
-        self.server0 = _proc_cpu(server_pid)
+        self.server0 = proc_cpu(server_pid)
         self.t0 = time.perf_counter()
         self.seconds = 0.0
         self.server: Optional[float] = None
 
     def stop(self) -> None:
         self.seconds = time.perf_counter() - self.t0
-        server = _proc_cpu(self.pid)
+        server = proc_cpu(self.pid)
         if server is not None and self.server0 is not None:
             self.server = server - self.server0
 
@@ -261,6 +257,29 @@ def _rows_to_write(spark: Any, n: int, partitions: int, subject_prefix: str) -> 
     )
 
 
+def _write_run(
+    spark: Any,
+    admin: Admin,
+    tag: str,
+    n: int,
+    partitions: int,
+    server_pid: Optional[int],
+    save: Callable[[Any], None],
+) -> RunResult:
+    """``n`` rows written by ``save(df)`` into a fresh stream (made and deleted untimed).
+    Timed: ``save``; checked: the stream holds ``n``."""
+    stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
+    admin.fresh_stream(stream, f"{prefix}.>")
+    try:
+        df = _rows_to_write(spark, n, partitions, prefix)
+        clock = Clock(server_pid)
+        save(df)
+        clock.stop()
+        return _check_written(admin, stream, n, clock)
+    finally:
+        admin.delete(stream)
+
+
 def write_source(
     spark: Any,
     admin: Admin,
@@ -270,17 +289,12 @@ def write_source(
     partitions: int,
     server_pid: Optional[int],
 ) -> RunResult:
-    """Save ``n`` rows through the data source into a fresh stream. Timed: ``save()``."""
-    stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
-    admin.fresh_stream(stream, f"{prefix}.>")
-    try:
-        df = _rows_to_write(spark, n, partitions, prefix)
-        clock = Clock(server_pid)
+    """Save ``n`` rows through the data source."""
+
+    def save(df: Any) -> None:
         df.write.format("jetstream").option("servers", url).mode("append").save()
-        clock.stop()
-        return _check_written(admin, stream, n, clock)
-    finally:
-        admin.delete(stream)
+
+    return _write_run(spark, admin, tag, n, partitions, server_pid, save)
 
 
 def _naive_writer(url: str) -> Callable[[Iterator[Any]], None]:
@@ -306,16 +320,10 @@ def write_naive(
     server_pid: Optional[int],
 ) -> RunResult:
     """``n`` rows published from ``foreachPartition``, a new connection for each."""
-    stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
-    admin.fresh_stream(stream, f"{prefix}.>")
-    try:
-        df = _rows_to_write(spark, n, partitions, prefix)
-        clock = Clock(server_pid)
-        df.foreachPartition(_naive_writer(url))
-        clock.stop()
-        return _check_written(admin, stream, n, clock)
-    finally:
-        admin.delete(stream)
+    writer = _naive_writer(url)
+    return _write_run(
+        spark, admin, tag, n, partitions, server_pid, lambda df: df.foreachPartition(writer)
+    )
 
 
 def _check_written(admin: Admin, stream: str, n: int, clock: Clock) -> RunResult:

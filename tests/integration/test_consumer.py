@@ -14,6 +14,7 @@ from support import Errors
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy
 from jetstream_sync.jetstream.ack import ACK_NONE
+from jetstream_sync.jetstream.consumer import ConsumeContext, PullConsumer
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
@@ -222,21 +223,31 @@ def test_consumer_deleted_during_consume_is_terminal(nats_server: NATSServer) ->
             js.delete_stream(name)
 
 
-def test_consume_drain_delivers_what_was_sent(js: JetStream, stream: str) -> None:
-    c = js.create_or_update_consumer(stream, durable_name="w")
-    fill(js, stream, 10)
-    got: List[int] = []
+def consume_holding_the_first(
+    c: PullConsumer, got: List[int], release: threading.Event
+) -> ConsumeContext:
+    """consume() of 10 filled messages whose callback holds the first until ``release``
+    (the other nine queue up behind it), then records and acks each."""
     started = threading.Event()
-    release = threading.Event()
 
     def cb(msg: nats.Msg) -> None:
         started.set()
-        release.wait(10)  # hold the thread: the rest queues up behind it
+        release.wait(10)
         got.append(int(msg.data))
+        msg.ack()
 
     cc = c.consume(cb, max_messages=10)
     assert started.wait(10)
     wait_until(lambda: c.consumer_info().num_pending == 0, what="all 10 delivered")
+    return cc
+
+
+def test_consume_drain_delivers_what_was_sent(js: JetStream, stream: str) -> None:
+    c = js.create_or_update_consumer(stream, durable_name="w")
+    fill(js, stream, 10)
+    got: List[int] = []
+    release = threading.Event()
+    cc = consume_holding_the_first(c, got, release)
     threading.Timer(0.2, release.set).start()
     cc.drain(timeout=10)
     assert cc.closed and got == list(range(10))
@@ -249,18 +260,8 @@ def test_consume_stop_gives_back_what_was_not_handed_out(
     c = js.create_or_update_consumer(stream, durable_name="w", ack_wait=60.0)
     fill(js, stream, 10)
     got: List[int] = []
-    started = threading.Event()
     release = threading.Event()
-
-    def cb(msg: nats.Msg) -> None:
-        started.set()
-        release.wait(10)  # hold the thread: the rest queues up behind it
-        got.append(int(msg.data))
-        msg.ack()
-
-    cc = c.consume(cb, max_messages=10)
-    assert started.wait(10)
-    wait_until(lambda: c.consumer_info().num_pending == 0, what="all 10 delivered")
+    cc = consume_holding_the_first(c, got, release)
     cc.stop()  # nine are queued, not handed out: they go back (-NAK) now
     release.set()
     assert cc.wait(10) and got == [0]

@@ -327,9 +327,16 @@ def test_garbage_instead_of_info(thread_crashes: List[Any]) -> None:
 def test_garbage_after_the_handshake(
     garbage: bytes, needle: str, thread_crashes: List[Any]
 ) -> None:
+    sent_after_the_handshake_is_a_protocol_error(garbage, needle)
+
+
+def sent_after_the_handshake_is_a_protocol_error(data: bytes, needle: str) -> None:
+    """The peer sends ``data`` once the client is past its handshake: error_cb gets a
+    ProtocolError whose message has ``needle``."""
+
     def script(p: HostilePeer, conn: socket.socket) -> None:
-        p.wait_sub(conn, p.handshake(conn))  # the client is past its handshake
-        p.send(conn, garbage)
+        p.wait_sub(conn, p.handshake(conn))
+        p.send(conn, data)
         p.hold(conn)
 
     p = peer(script)
@@ -378,16 +385,7 @@ def test_bad_info_at_connect(info: bytes, needle: str, thread_crashes: List[Any]
     ids=["not-json", "nested-arrays"],
 )
 def test_bad_info_after_the_handshake(info: bytes, needle: str, thread_crashes: List[Any]) -> None:
-    def script(p: HostilePeer, conn: socket.socket) -> None:
-        p.wait_sub(conn, p.handshake(conn))  # the client is past its handshake
-        p.send(conn, info)
-        p.hold(conn)
-
-    p = peer(script)
-    try:
-        Running(p).wait_for_error(errors.ProtocolError, needle)
-    finally:
-        p.close()
+    sent_after_the_handshake_is_a_protocol_error(info, needle)
 
 
 @pytest.mark.parametrize(
