@@ -231,6 +231,7 @@ class Client:
         token: Optional[str] = None,
         tls: Optional[ssl.SSLContext] = None,
         tls_hostname: Optional[str] = None,
+        tls_handshake_first: bool = False,
         nkeys_seed: Optional[PathOrSeed] = None,
         user_credentials: Optional[PathOrSeed] = None,
         signature_cb: Optional[SignatureCallback] = None,
@@ -289,6 +290,10 @@ class Client:
                 raise errors.InvalidArgumentError(
                     f"{what} must be a str, got {type(value).__name__}"
                 )
+        if not isinstance(tls_handshake_first, bool):
+            raise errors.InvalidArgumentError(
+                f"tls_handshake_first must be a bool, got {type(tls_handshake_first).__name__}"
+            )
         if (user is None) != (password is None):
             raise errors.InvalidArgumentError("user and password go together: give both or neither")
         if not isinstance(max_reconnect_attempts, int) or isinstance(max_reconnect_attempts, bool):
@@ -318,6 +323,9 @@ class Client:
         self._user, self._password, self._token = user, password, token
         self._tls = tls
         self._tls_hostname = tls_hostname
+        # TLS before the server's INFO (a server configured with tls { handshake_first }):
+        # nothing, not even INFO, crosses the network in the clear.
+        self._tls_first = tls_handshake_first
         self._auth = UserAuth.from_options(nkeys_seed, user_credentials, signature_cb, user_jwt_cb)
         self._allow_reconnect = bool(allow_reconnect)
         self._max_reconnect_attempts = max_reconnect_attempts
@@ -361,11 +369,14 @@ class Client:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             parser = proto.Parser(msg_owner=self, one_off_prefix=self._inbox_prefix.encode() + b".")
+            if self._tls_first:
+                sock = self._wrap_tls(sock, server, deadline)
             ev = self._read_event(sock, parser, deadline, where)
             if not isinstance(ev, proto.Info):
                 raise errors.ProtocolError(f"{where}: expected INFO first, got {ev!r}")
             info = ev.data
-            sock = self._maybe_tls(sock, server, info, deadline)
+            if not self._tls_first:
+                sock = self._maybe_tls(sock, server, info, deadline)
             sock.settimeout(deadline.check())
             sock.sendall(
                 proto.encode_connect(self._connect_options(server, info)) + proto.PING_FRAME
@@ -418,6 +429,9 @@ class Client:
             )
         if not (wanted or required):
             return sock
+        return self._wrap_tls(sock, server, deadline)
+
+    def _wrap_tls(self, sock: socket.socket, server: Server, deadline: Deadline) -> socket.socket:
         # Like nats.go: a server that requires TLS gets it, with a default (verifying)
         # context when the caller gave none.
         context = self._tls or ssl.create_default_context()
@@ -1709,6 +1723,7 @@ def connect(servers: Union[str, Sequence[str]] = DEFAULT_URL, **options: Any) ->
     ``servers`` is a URL (``nats://user:pass@host:4222``, ``tls://host``), a comma-separated
     list of them, or a list. Options: name, error_cb, disconnected_cb, reconnected_cb,
     closed_cb, user, password, token, tls (an ``ssl.SSLContext``), tls_hostname,
+    tls_handshake_first (TLS before the server's INFO, for ``tls { handshake_first: true }``),
     nkeys_seed (a seed or a seed file), user_credentials (a .creds file), user_jwt_cb with
     signature_cb (see ``jetstream_sync._auth``; seeds need ``jetstream-sync[nkeys]``),
     connect_timeout, allow_reconnect, max_reconnect_attempts (-1: no limit),

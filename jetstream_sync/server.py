@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -124,6 +125,19 @@ def _connect_host(host: str) -> str:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+# tls { handshake_first: true } (a duration instead means: fall back to INFO after it).
+_HANDSHAKE_FIRST_RE = re.compile(r"handshake_first\s*[:=]?\s*true", re.IGNORECASE)
+
+
+def _accepts(host: str, port: int, timeout: float) -> bool | None:
+    """True when a TCP connection to ``host:port`` is accepted, else None."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return None
 
 
 def _read_info_line(host: str, port: int, timeout: float) -> bytes | None:
@@ -510,9 +524,16 @@ class NATSServer:
         mport = _port_from_url(str(monitoring_urls[0])) if monitoring_urls else None
 
         host = _connect_host(self.host)
-        info = _wait_until(lambda: _read_info_line(host, port, 1.0), deadline, check_alive)
-        if info is None:
-            self._fail_start(f"did not send INFO on port {port}")
+        if self.config is not None and _HANDSHAKE_FIRST_RE.search(self.config):
+            # TLS before INFO and no fallback: the server says nothing in the clear, so an
+            # accepted connection is the sign of life (the ports file came after listen()).
+            ready = _wait_until(lambda: _accepts(host, port, 1.0), deadline, check_alive)
+            if not ready:
+                self._fail_start(f"did not accept connections on port {port}")
+        else:
+            info = _wait_until(lambda: _read_info_line(host, port, 1.0), deadline, check_alive)
+            if info is None:
+                self._fail_start(f"did not send INFO on port {port}")
         self._port = port
         if mport is not None:
             self._monitoring_port = mport

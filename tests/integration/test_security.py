@@ -132,7 +132,7 @@ class PKI:
             "client", [x509.DNSName("client.test")], ExtendedKeyUsageOID.CLIENT_AUTH
         )
 
-    def server_config(self, *, verify: bool = False) -> str:
+    def server_config(self, *, verify: bool = False, handshake_first: bool = False) -> str:
         lines = [
             f'cert_file: "{self.server}"',
             f'key_file: "{self.server_key}"',
@@ -140,6 +140,8 @@ class PKI:
             f"verify: {'true' if verify else 'false'}",
             "timeout: 5",
         ]
+        if handshake_first:
+            lines.append("handshake_first: true")
         return "tls {\n  " + "\n  ".join(lines) + "\n}\n"
 
     def context(self, *, client_cert: bool = False) -> ssl.SSLContext:
@@ -191,6 +193,22 @@ def test_mutual_tls(server_factory: ServerFactory, pki: PKI) -> None:
     with pytest.raises(nats.SecureConnectionRequiredError) as info:
         nats.connect(srv.url, tls=pki.context(), connect_timeout=5, allow_reconnect=False)
     assert "TLS" in str(info.value) and "certificate" in str(info.value).lower()
+
+
+def test_tls_handshake_first(server_factory: ServerFactory, pki: PKI) -> None:
+    srv = server_factory(jetstream=False, config=pki.server_config(handshake_first=True))
+    url = f"tls://127.0.0.1:{srv.port}"
+    with nats.connect(url, tls=pki.context(), tls_handshake_first=True) as nc:
+        _round_trip(nc)
+        assert nc.server_info.get("tls_required")
+        srv.restart()  # the reconnect does TLS first again
+        wait_until(lambda: nc.is_connected and nc.stats["reconnects"] >= 1, 20, "reconnect")
+        _round_trip(nc)
+    # A client that waits for INFO in the clear gets none: an error, not a hang.
+    with pytest.raises(nats.NATSError):
+        nats.connect(url, tls=pki.context(), connect_timeout=2, allow_reconnect=False)
+    with pytest.raises(nats.InvalidArgumentError, match="tls_handshake_first must be a bool"):
+        nats.connect(url, tls_handshake_first="yes")
 
 
 def test_tls_required_server_and_plain_client(server_factory: ServerFactory, pki: PKI) -> None:
