@@ -15,6 +15,7 @@ EXPECTED = {
     "quickstart.py": ["request   -> MAKE ME LOUD", "NoRespondersError", "fired: True"],
     "worker_pool.py": ["handled 1000 of 1000 jobs"],
     "reconnect.py": ["received: ['buffered 0', 'buffered 1'", "reconnected to"],
+    "tls.py": ["verified TLS: connected", "wrong name refused", "mutual TLS", "handshake first"],
     "auth.py": ["wrong password: AuthorizationError", "token: connected", "nkey: connected"],
     "streams.py": ["created ORDERS", "batched direct get: [1, 2, 3, 4, 5]", "err_code=10059"],
     "js_publish.py": ["duplicate=True", "expected_last_seq=1 refused", "10000 acks"],

@@ -8,8 +8,7 @@ token logins, and permission errors reaching error_cb; this file covers the rest
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
+import importlib.util
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ import pytest
 import jetstream_sync as nats
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
+from jetstream_sync.testpki import PKI
 
 ServerFactory = Callable[..., NATSServer]
 
@@ -41,118 +41,10 @@ def _all_text(exc: BaseException) -> str:
     return " ".join(f"{e!s} {e!r}" for e in _errors_chain(exc))
 
 
-# --- a test PKI made with the cryptography package ------------------------------------------
-
-
-class PKI:
-    """A CA, a server certificate for ``nats.test`` + 127.0.0.1, and a client certificate."""
-
-    def __init__(self, d: Path, server_names: Tuple[str, ...] = ("nats.test",)) -> None:
-        x509 = pytest.importorskip("cryptography.x509")
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-        now = datetime.datetime.now(datetime.timezone.utc)
-
-        def name(cn: str) -> Any:
-            return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-        def write(stem: str, key: Any, cert: Any) -> Tuple[Path, Path]:
-            kp, cp = d / f"{stem}.key", d / f"{stem}.pem"
-            kp.write_bytes(
-                key.private_bytes(
-                    serialization.Encoding.PEM,
-                    serialization.PrivateFormat.PKCS8,
-                    serialization.NoEncryption(),
-                )
-            )
-            cp.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-            return kp, cp
-
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(name("jetstream-sync test CA"))
-            .issuer_name(name("jetstream-sync test CA"))
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(
-                x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-            )
-            .sign(ca_key, hashes.SHA256())
-        )
-        self.ca_key, self.ca = write("ca", ca_key, ca_cert)
-
-        def leaf(cn: str, sans: List[Any], usage: Any) -> Tuple[Path, Path]:
-            key = ec.generate_private_key(ec.SECP256R1())
-            cert = (
-                x509.CertificateBuilder()
-                .subject_name(name(cn))
-                .issuer_name(ca_cert.subject)
-                .public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(hours=1))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-                .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-                .add_extension(
-                    x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
-                )
-                .add_extension(
-                    x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                    critical=False,
-                )
-                .sign(ca_key, hashes.SHA256())
-            )
-            return write(cn, key, cert)
-
-        server_sans: List[Any] = [x509.DNSName(n) for n in server_names]
-        server_sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-        self.server_key, self.server = leaf("server", server_sans, ExtendedKeyUsageOID.SERVER_AUTH)
-        self.client_key, self.client = leaf(
-            "client", [x509.DNSName("client.test")], ExtendedKeyUsageOID.CLIENT_AUTH
-        )
-
-    def server_config(self, *, verify: bool = False, handshake_first: bool = False) -> str:
-        lines = [
-            f'cert_file: "{self.server}"',
-            f'key_file: "{self.server_key}"',
-            f'ca_file: "{self.ca}"',
-            f"verify: {'true' if verify else 'false'}",
-            "timeout: 5",
-        ]
-        if handshake_first:
-            lines.append("handshake_first: true")
-        return "tls {\n  " + "\n  ".join(lines) + "\n}\n"
-
-    def context(self, *, client_cert: bool = False) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.ca))
-        if client_cert:
-            ctx.load_cert_chain(str(self.client), str(self.client_key))
-        return ctx
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> PKI:
+    if importlib.util.find_spec("cryptography") is None:
+        pytest.skip("the test PKI needs the cryptography package")
     return PKI(tmp_path)
 
 
