@@ -119,13 +119,22 @@ def test_consumer_deleted_during_fetch_and_next(js: JetStream, stream: str) -> N
         wait_until(lambda: js.consumer_info(stream, "w").num_waiting >= 1)
         js.delete_consumer(stream, "w")
 
-    threading.Thread(target=delete_when_waiting, daemon=True).start()
+    deleter = threading.Thread(target=delete_when_waiting, daemon=True)
+    deleter.start()
     with pytest.raises(nats.ConsumerDeletedError):
         c.fetch(5, max_wait=10)
+    # The 409 reaches the puller while the server is still removing the consumer's store;
+    # creating the same name before the delete's answer can fail with "error creating store
+    # for consumer" (err_code 10012). Wait for the answer first.
+    deleter.join(timeout=30)
+    assert not deleter.is_alive()
     c = js.create_or_update_consumer(stream, durable_name="w")
-    threading.Thread(target=delete_when_waiting, daemon=True).start()
+    deleter = threading.Thread(target=delete_when_waiting, daemon=True)
+    deleter.start()
     with pytest.raises(nats.ConsumerDeletedError):
         c.next(timeout=10)
+    deleter.join(timeout=30)
+    assert not deleter.is_alive()
     with pytest.raises(nats.NoConsumerResponseError):
         c.next(timeout=5)
 
