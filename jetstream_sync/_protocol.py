@@ -139,6 +139,10 @@ class Parser:
         # too (same subject, sid and size): those skip parsing entirely.
         self._subjects: Dict[bytes, str] = {}
         self._lines: Dict[bytes, Tuple[str, int, int]] = {}
+        # MSG lines with a reply (JetStream deliveries) never repeat whole, but their
+        # "MSG <subject> <sid>" head does: a cached head leaves only the reply and the size
+        # to read (one rsplit instead of a split into five and three lookups).
+        self._heads: Dict[bytes, Tuple[str, int]] = {}
         # Subjects under this prefix (the client's inboxes: replies, acks) are mostly seen
         # once: caching them would only churn the cache. One that comes twice in a row (a
         # push consumer's or a fetch's inbox) is cached after all.
@@ -220,6 +224,7 @@ class Parser:
         need = 0
         append = out.append
         lines = self._lines
+        heads = self._heads
         subjects = self._subjects
         one_off = self._one_off
         numbers = self._numbers
@@ -233,6 +238,18 @@ class Parser:
                 if hit is not None:  # a reply-less MSG line seen before: no parsing at all
                     subject, sid, size = hit
                     reply = ""
+                    hsize = -1
+                elif (tail := line.rsplit(b" ", 2)) and (head := heads.get(tail[0])):
+                    # "MSG <subject> <sid>" seen before (a delivery with a reply)
+                    if len(line) > max_line:
+                        raise ProtocolError(f"control line longer than {max_line} bytes")
+                    subject, sid = head
+                    reply = tail[1].decode("utf-8", "surrogateescape")
+                    size = numbers.get(tail[2], -1)
+                    if size < 0:
+                        size = _number(tail[2], numbers, "MSG payload size")
+                    if size > max_payload:
+                        raise ProtocolError(f"MSG payload size {size} out of range")
                     hsize = -1
                 else:
                     if len(line) > max_line:
@@ -285,12 +302,18 @@ class Parser:
                             subjects[sb] = subject
                         else:
                             self._last_one_off = sb
-                    elif nargs == 4 and op == b"MSG":
+                    elif op == b"MSG":
                         # Cached on the subject's second sighting: one-off subjects (reply
-                        # inboxes, acks) would only churn this cache.
-                        if len(lines) >= _CACHE_MAX:
-                            lines.clear()
-                        lines[line] = (subject, sid, size)
+                        # inboxes, acks) would only churn these caches.
+                        if nargs == 4:
+                            if len(lines) >= _CACHE_MAX:
+                                lines.clear()
+                            lines[line] = (subject, sid, size)
+                        elif tail[0] == b"MSG " + sb + b" " + args[2] and tail[1] == args[3]:
+                            # (only from a line in the canonical form: single spaces)
+                            if len(heads) >= _CACHE_MAX:
+                                heads.clear()
+                            heads[tail[0]] = (subject, sid)
                 # The payload: usually the next piece, whole and followed by CRLF.
                 j = i + 1
                 if j < last and len(pieces[j]) == size:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from . import errors
 from .msg import Msg
@@ -66,7 +66,8 @@ class Subscription:
         # not for the user'. JetStream push subscriptions answer flow control here: when the
         # message before it is taken.
         self._on_take = on_take
-        self._q: queue.SimpleQueue[object] = queue.SimpleQueue()
+        # Msg or _END; typed Any so that the hot loops need no cast() call per message.
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         # Written by the reader only / by consumers only, so neither needs a lock.
         self._in_bytes = 0
         self._out_bytes = 0
@@ -145,7 +146,7 @@ class Subscription:
                 self._done.set()
                 assert self._end_error is not None
                 raise self._end_error
-            msg = cast(Msg, item)
+            msg: Msg = item
             self._out_bytes += len(msg.data)
             if self._end_error is not None and self._q.qsize() <= 1:
                 self._done.set()
@@ -197,7 +198,7 @@ class Subscription:
                 self._q.put(_END)
                 self._done.set()
                 return
-            msg = cast(Msg, item)
+            msg: Msg = item
             self._out_bytes += len(msg.data)
             if self._end_error is not None and self._q.qsize() <= 1:
                 self._done.set()

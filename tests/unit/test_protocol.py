@@ -617,6 +617,52 @@ def test_repeated_msg_lines_carry_their_own_payloads() -> None:
     ]
 
 
+def test_deliveries_with_replies_after_the_head_is_cached() -> None:
+    # JetStream deliveries: same subject and sid, a new reply each time. From the second
+    # sighting of the subject on, the "MSG <subject> <sid>" head is cached; the events must
+    # be exactly what the full parse gives.
+    frames = b"".join(
+        b"MSG d.in 7 $JS.ACK.S.C.1.%d.%d.0.0 %d\r\n%s\r\n" % (i, i, i % 3, b"x" * (i % 3))
+        for i in range(1, 6)
+    )
+    parser = proto.Parser()
+    parser.receive_data(frames)
+    events = parser.events()
+    assert [(m.subject, m.sid, m.reply, m.data) for m in events if isinstance(m, Msg)] == [
+        ("d.in", 7, f"$JS.ACK.S.C.1.{i}.{i}.0.0", b"x" * (i % 3)) for i in range(1, 6)
+    ]
+    assert parser._heads == {b"MSG d.in 7": ("d.in", 7)}
+
+
+def test_cached_head_still_checks_size_and_line_length() -> None:
+    parser = proto.Parser(max_payload=10, max_control_line=40)
+    parser.receive_data(b"MSG a 1 r1 1\r\nx\r\nMSG a 1 r2 1\r\nx\r\n")
+    assert len(parser.events()) == 2
+    parser.receive_data(b"MSG a 1 r3 11\r\n")
+    with pytest.raises(ProtocolError, match="out of range"):
+        parser.events()
+    parser = proto.Parser(max_control_line=40)
+    parser.receive_data(b"MSG a 1 r1 1\r\nx\r\nMSG a 1 r2 1\r\nx\r\n")
+    parser.receive_data(b"MSG a 1 %s 1\r\nx\r\n" % (b"r" * 40))
+    with pytest.raises(ProtocolError, match="longer than 40"):
+        parser.events()
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [b"MSG a  1 r2 1", b"MSG a 1 r2  1", b"MSG a 1 r2\t1", b"MSG\ta 1 r2 1"],
+    ids=["double-space-head", "double-space-tail", "tab-tail", "tab-head"],
+)
+def test_only_canonical_lines_fill_the_head_cache(odd: bytes) -> None:
+    # A line the server would never send (other whitespace) parses as before and caches
+    # nothing, so a later line can never be read differently from the full parse.
+    parser = proto.Parser()
+    parser.receive_data(b"MSG a 1 r1 1\r\nx\r\n" + odd + b"\r\ny\r\n")
+    events = parser.events()
+    assert [(m.reply, m.data) for m in events if isinstance(m, Msg)] == [("r1", b"x"), ("r2", b"y")]
+    assert parser._heads == {}
+
+
 def test_error_after_good_frames_in_separate_chunks() -> None:
     parser = proto.Parser()
     parser.receive_data(b"PING\r\n")
