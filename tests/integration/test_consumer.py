@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, List
 
 import pytest
-from support import Errors
+from support import Errors, stream_name
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy
@@ -19,22 +18,7 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
 
-_names = itertools.count()
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(js: JetStream) -> Iterator[str]:
-    name = f"CONS{next(_names)}"
-    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-    try:
-        yield name
-    finally:
-        js.delete_stream(name)
+STREAM_PREFIX = "CONS"  # the shared stream fixture names its streams CONS<n>
 
 
 def fill(js: JetStream, stream: str, n: int, start: int = 0) -> None:
@@ -187,7 +171,7 @@ def test_consume_runs_callbacks_in_order_and_reports_their_errors(nats_server: N
     errs = Errors()
     with nats.connect(nats_server.url, error_cb=errs) as nc:
         js = nc.jetstream()
-        name = f"CONS{next(_names)}"
+        name = stream_name("CONS")
         js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
         try:
             c = js.create_or_update_consumer(name, durable_name="w")
@@ -217,7 +201,7 @@ def test_consumer_deleted_during_consume_is_terminal(nats_server: NATSServer) ->
     errs = Errors()
     with nats.connect(nats_server.url, error_cb=errs) as nc:
         js = nc.jetstream()
-        name = f"CONS{next(_names)}"
+        name = stream_name("CONS")
         js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
         try:
             c = js.create_or_update_consumer(name, durable_name="w")

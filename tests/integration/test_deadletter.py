@@ -4,30 +4,22 @@ the pin advisories come typed."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Callable, Dict, Iterator, List
 
 import pytest
-from support import Errors
+from support import Errors, stream_name
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
 
-_names = itertools.count()
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
 
 @pytest.fixture
 def work(js: JetStream) -> Iterator[str]:
     """A stream with a consumer W that gives a message two deliveries, 0.5 s apart."""
-    name = f"WORK{next(_names)}"
+    name = stream_name("WORK")
     js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
     js.add_stream(name=f"{name}_DLQ", subjects=[f"dlq.{name.lower()}"])
     js.create_or_update_consumer(name, durable_name="W", max_deliver=2, ack_wait=0.5)

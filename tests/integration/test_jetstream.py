@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, List
 
 import pytest
 
@@ -24,25 +23,7 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
 
-_names = itertools.count(1)
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(js: JetStream) -> Iterator[str]:
-    """A fresh file stream ``S<n>`` on subjects ``s<n>.>``, deleted afterwards."""
-    n = next(_names)
-    name = f"S{n}"
-    js.add_stream(name=name, subjects=[f"s{n}.>"])
-    yield name
-    try:
-        js.delete_stream(name)
-    except nats.StreamNotFoundError:
-        pass
+STREAM_PREFIX = "S"  # the shared stream fixture names its streams S<n>
 
 
 def _subj(stream: str, tail: str = "a") -> str:

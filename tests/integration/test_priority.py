@@ -4,7 +4,6 @@ pinned failover (after priority_timeout and after unpin), overflow and prioritiz
 
 from __future__ import annotations
 
-import itertools
 import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -19,22 +18,7 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
 
-_names = itertools.count()
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(js: JetStream) -> Iterator[str]:
-    name = f"PRIO{next(_names)}"
-    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-    try:
-        yield name
-    finally:
-        js.delete_stream(name)
+STREAM_PREFIX = "PRIO"  # the shared stream fixture names its streams PRIO<n>
 
 
 def fill(js: JetStream, stream: str, n: int) -> List[int]:

@@ -6,7 +6,6 @@ server received them, which is what seed 000 prescribes.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Tuple
 
 import pytest
+from support import stream_name
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
@@ -22,22 +22,7 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
 
-_names = itertools.count()
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(js: JetStream) -> Iterator[str]:
-    name = f"PULL{next(_names)}"
-    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-    try:
-        yield name
-    finally:
-        js.delete_stream(name)
+STREAM_PREFIX = "PULL"  # the shared stream fixture names its streams PULL<n>
 
 
 def subj(stream: str, tail: str = "x") -> str:
@@ -304,7 +289,7 @@ def test_missing_heartbeats_raise(server_factory: Callable[..., NATSServer]) -> 
 def test_close_wakes_a_waiting_fetch(nats_server: NATSServer) -> None:
     nc = nats.connect(nats_server.url)
     js = nc.jetstream()
-    name = f"PULL{next(_names)}"
+    name = stream_name("PULL")
     js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
     try:
         psub = js.pull_subscribe(f"{name.lower()}.x", durable="w")

@@ -3,13 +3,12 @@ witness for what goes on the wire (subscribe before create, flow-control replies
 
 from __future__ import annotations
 
-import itertools
 import threading
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import pytest
-from support import Errors, our_ops
+from support import Errors, our_ops, stream_name
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
@@ -17,22 +16,7 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import drop_inbound, wait_until
 
-_names = itertools.count()
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(js: JetStream) -> Iterator[str]:
-    name = f"PUSH{next(_names)}"
-    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-    try:
-        yield name
-    finally:
-        js.delete_stream(name)
+STREAM_PREFIX = "PUSH"  # the shared stream fixture names its streams PUSH<n>
 
 
 def subj(stream: str, tail: str = "x") -> str:
@@ -385,11 +369,11 @@ def test_consumer_made_by_someone_else_meanwhile_is_joined(
     the library looks it up again, checks it, and subscribes to its deliver subject."""
     real_info = js.consumer_info
 
-    def lookup_then_lose_the_race(stream_name: str, name: str) -> nats.ConsumerInfo:
+    def lookup_then_lose_the_race(of_stream: str, name: str) -> nats.ConsumerInfo:
         monkeypatch.setattr(js, "consumer_info", real_info)  # only the first lookup races
         with nats.connect(nats_server.url) as other:
             other.jetstream().add_consumer(
-                stream_name,
+                of_stream,
                 durable_name=name,
                 deliver_subject="raced.deliver",
                 filter_subject=subj(stream),
@@ -410,7 +394,7 @@ def test_gaps_are_reported_but_not_for_queue_groups(nats_server: NATSServer) -> 
     errs = Errors()
     with nats.connect(nats_server.url, error_cb=errs) as nc:
         js = nc.jetstream()
-        name = f"PUSH{next(_names)}"
+        name = stream_name("PUSH")
         js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
         try:
             fill(js, name, 5)
