@@ -127,7 +127,10 @@ class JetStreamSubscription:
             if last and self._check_gaps and last.isdigit():
                 self._check_arrivals()  # what came before the heartbeat first
                 if int(last) != self._consumer_seq:
-                    self._gap(int(last))
+                    # Nothing seen yet (a durable bound after it delivered elsewhere): the
+                    # heartbeat says where counting starts, as a first message would.
+                    if self._consumer_seq:
+                        self._gap(int(last))
                     self._consumer_seq = int(last)  # reported once; count on from here
             return True
         return False  # flow control and errors go through the queue, in order

@@ -109,3 +109,14 @@ def test_queue_members_do_not_check() -> None:
     read(jsub, nc, [1, 5, 9])
     heartbeat(jsub, nc, 20)
     assert gaps(nc) == [] and nc._after_read == []
+
+
+def test_a_heartbeat_before_any_message_sets_where_counting_starts() -> None:
+    # Binding to a durable that delivered 41 messages before: its first heartbeat says 41.
+    jsub, nc = make()
+    heartbeat(jsub, nc, 41)
+    assert gaps(nc) == []
+    read(jsub, nc, [42, 43])
+    assert gaps(nc) == []
+    read(jsub, nc, [45])
+    assert [g.rsplit(": ", 1)[1] for g in gaps(nc)] == ["expected 44, got 45"]
