@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from .. import errors
+from .._protocol import check_publish_subject
 from .._timeouts import check_timeout
 from ..msg import Msg
 from ..subscription import Subscription
@@ -298,6 +299,11 @@ class PushSubscriber:
                     "an ordered consumer is ephemeral, acks nothing and serves one subscriber: "
                     "no durable, queue or manual_ack"
                 )
+            if config is not None and (config.deliver_subject or config.deliver_group):
+                raise errors.InvalidArgumentError(
+                    "an ordered consumer picks a new inbox for every link of its chain: "
+                    "no config.deliver_subject or config.deliver_group"
+                )
             if subject is None and stream is None:
                 raise errors.InvalidArgumentError("subscribe needs a subject or a stream")
             if idle_heartbeat is not None:
@@ -380,6 +386,16 @@ def _subscribe(
         raise errors.InvalidArgumentError(
             f"config must be a ConsumerConfig, got {type(config).__name__}"
         )
+    group = config.deliver_group if config is not None else None
+    if group:  # a deliver group asked for in the config is the queue group
+        if queue is not None and queue != group:
+            raise errors.InvalidArgumentError(
+                f"queue {queue!r} and config.deliver_group {group!r} differ"
+            )
+        queue = group
+    wanted_deliver = config.deliver_subject if config is not None else None
+    if wanted_deliver:
+        check_publish_subject(wanted_deliver, "config.deliver_subject")
     hb = None if idle_heartbeat is None else check_timeout(idle_heartbeat, "idle_heartbeat")
     if hb is None and config is not None and config.idle_heartbeat:
         hb = config.idle_heartbeat
@@ -432,8 +448,9 @@ def _subscribe(
             pending_msgs_limit,
             pending_bytes_limit,
         )
-    # 5. Subscribe first, then create the consumer delivering there.
-    deliver = nc.new_inbox()
+    # 5. Subscribe first, then create the consumer delivering there: on the config's deliver
+    # subject when it names one, else on a new inbox (seed 001).
+    deliver = wanted_deliver or nc.new_inbox()
     cfg = dataclasses.replace(
         config or api.ConsumerConfig(),
         durable_name=durable,

@@ -59,7 +59,40 @@ def test_argument_checks(js: JetStream, stream: str) -> None:
         js.subscribe(s, durable="a", config=ConsumerConfig(durable_name="b"))
     with pytest.raises(nats.BadSubjectError):
         js.subscribe("")
+    with pytest.raises(nats.InvalidArgumentError, match="deliver_group 'g' differ"):
+        js.subscribe(s, queue="q", config=ConsumerConfig(deliver_group="g"))
+    with pytest.raises(nats.BadSubjectError, match="config.deliver_subject"):
+        js.subscribe(s, config=ConsumerConfig(deliver_subject="my.*"))
+    with pytest.raises(nats.InvalidArgumentError, match="queue subscription cannot"):
+        js.subscribe(s, config=ConsumerConfig(deliver_group="g"), idle_heartbeat=1.0)
     assert js.consumer_names(stream) == []  # none of these made anything
+
+
+def test_deliver_subject_and_group_from_the_config_are_used(js: JetStream, stream: str) -> None:
+    # The library picks an inbox only when the config names no deliver subject (seed 001);
+    # a deliver group in the config is the queue group (and so the durable name).
+    s = subj(stream)
+    sub = js.subscribe(s, config=ConsumerConfig(deliver_subject=f"own.{stream}"))
+    assert js.consumer_info(stream, sub.consumer).config.deliver_subject == f"own.{stream}"
+    fill(js, stream, 3)
+    assert [sub.next_msg(timeout=5).data for _ in range(3)] == [b"0", b"1", b"2"]
+    sub.unsubscribe()
+    t = subj(stream, "t")
+    a = js.subscribe(t, config=ConsumerConfig(deliver_group="team"))
+    b = js.subscribe(t, queue="team")
+    info = js.consumer_info(stream, "team")
+    assert info.config.deliver_group == "team" and info.config.durable_name == "team"
+    fill(js, stream, 20, tail="t")
+    got: List[int] = []
+    for sub in (a, b):
+        while True:
+            try:
+                got.append(int(sub.next_msg(timeout=0.5).data))
+            except nats.TimeoutError:
+                break
+    assert sorted(got) == list(range(20))
+    b.unsubscribe()
+    a.unsubscribe()
 
 
 # --- 2. the stream --------------------------------------------------------------------------
@@ -338,6 +371,9 @@ def test_ordered_push_consumer_argument_checks(js: JetStream, stream: str) -> No
     for kwargs in ({"durable": "d"}, {"queue": "q"}, {"manual_ack": True}):
         with pytest.raises(nats.InvalidArgumentError, match="ordered consumer"):
             js.subscribe(subj(stream), ordered_consumer=True, **kwargs)
+    for config in (ConsumerConfig(deliver_subject="d.x"), ConsumerConfig(deliver_group="g")):
+        with pytest.raises(nats.InvalidArgumentError, match="new inbox for every link"):
+            js.subscribe(subj(stream), ordered_consumer=True, config=config)
 
 
 def test_ordered_push_consumer_survives_a_server_restart(
