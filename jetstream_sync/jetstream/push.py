@@ -250,8 +250,29 @@ class JetStreamSubscription:
         if self._closed:
             return
         self._closed = True
-        self._sub.drain(t)
+        try:
+            self._sub.drain(t)
+        except errors.TimeoutError:
+            self._delete_after_timeout()
+            raise
         self._delete_if_ours(report=True)
+
+    def _delete_after_timeout(self) -> None:
+        """A drain ran out of time: a consumer this subscription made must not be left
+        behind. A callback still busy with what came deletes it when it is done (on a thread
+        of its own); messages nobody took (next_msg) are given up, as unsubscribe does."""
+        if not self._created:
+            return
+        worker = self._sub._dispatcher
+        if worker is None or worker is threading.current_thread():
+            self._delete_if_ours(report=True)
+            return
+
+        def when_done() -> None:
+            worker.join()
+            self._delete_if_ours(report=True)
+
+        threading.Thread(target=when_done, name="nats-push-cleanup", daemon=True).start()
 
     def _delete_if_ours(self, report: bool) -> None:
         """Delete the consumer if this subscription made it — unless other members of its

@@ -61,7 +61,7 @@ def test_argument_checks(js: JetStream, stream: str) -> None:
         js.subscribe("")
     with pytest.raises(nats.InvalidArgumentError, match="deliver_group 'g' differ"):
         js.subscribe(s, queue="q", config=ConsumerConfig(deliver_group="g"))
-    with pytest.raises(nats.BadSubjectError, match="config.deliver_subject"):
+    with pytest.raises(nats.BadSubjectError, match=r"config\.deliver_subject"):
         js.subscribe(s, config=ConsumerConfig(deliver_subject="my.*"))
     with pytest.raises(nats.InvalidArgumentError, match="queue subscription cannot"):
         js.subscribe(s, config=ConsumerConfig(deliver_group="g"), idle_heartbeat=1.0)
@@ -154,6 +154,31 @@ def test_subscribe_before_create_and_delete_on_unsubscribe(
     assert i_sub < i_create < i_delete
     with pytest.raises(nats.ConsumerNotFoundError):
         js.consumer_info("T", "made")
+
+
+def test_a_drain_that_times_out_still_deletes_what_it_made(js: JetStream, stream: str) -> None:
+    fill(js, stream, 3)
+    release = threading.Event()
+    handled: List[bytes] = []
+
+    def slow(msg: nats.Msg) -> None:
+        release.wait(30)
+        handled.append(msg.data)
+
+    sub = js.subscribe(subj(stream), durable="slow", cb=slow)
+    wait_until(lambda: sub.pending_msgs == 2, what="two messages queued behind the first")
+    with pytest.raises(nats.TimeoutError, match="still busy"):
+        sub.drain(timeout=0.2)
+    assert "slow" in js.consumer_names(stream)  # the callback still has work: kept for now
+    release.set()
+    wait_until(lambda: "slow" not in js.consumer_names(stream), what="deleted after the callback")
+    assert handled == [b"0", b"1", b"2"]
+    # next_msg mode: nobody will take what is queued, so it goes at once, as on unsubscribe.
+    sub = js.subscribe(subj(stream), durable="idle")
+    wait_until(lambda: sub.pending_msgs == 3, what="three messages queued")
+    with pytest.raises(nats.TimeoutError, match="not taken"):
+        sub.drain(timeout=0.2)
+    assert "idle" not in js.consumer_names(stream)
 
 
 def test_queue_name_is_the_durable_and_members_share(js: JetStream, stream: str) -> None:
