@@ -56,6 +56,7 @@ class JetStreamSubscription:
         queue: Optional[str],
         ack_none: bool,
         heartbeat: Optional[float],
+        alarm: float = HEARTBEAT_ALARM,
     ) -> None:
         self._js = js
         self._nc = js._nc
@@ -70,6 +71,7 @@ class JetStreamSubscription:
         self._check_gaps = not queue  # members of a queue group each see part of the sequence
         self._arrived: List[Msg] = []  # this read's messages, their sequences not yet checked
         self._heartbeat = heartbeat
+        self._alarm = alarm  # idle heartbeat intervals without anything before the alarm
         self._last_seen = time.monotonic()  # when the watchdog last saw something come
         self._seen = False  # set by every arrival, cleared by the watchdog
         self._alarmed = False
@@ -178,11 +180,12 @@ class JetStreamSubscription:
             self._nc._publish_trusted(subject, b"")
 
     def _watchdog(self) -> None:
-        """Timer thread: 3 x the heartbeat without anything is an alarm (once per silence)."""
+        """Timer thread: heartbeat_alarm intervals without anything is an alarm (once per
+        silence)."""
         if self._closed or self._heartbeat is None:
             return
         silent = self._silence()
-        if silent >= self._heartbeat * HEARTBEAT_ALARM:
+        if silent >= self._heartbeat * self._alarm:
             if not self._alarmed:
                 self._alarmed = True
                 self._nc._report(
@@ -310,10 +313,14 @@ class PushSubscriber:
         flow_control: bool = False,
         pending_msgs_limit: int = _LIMIT_MSGS,
         pending_bytes_limit: int = _LIMIT_BYTES,
+        heartbeat_alarm: float = HEARTBEAT_ALARM,
     ) -> JetStreamSubscription:
         """Subscribe through a push consumer (ADR-15): found by name or created for you;
-        ``ordered_consumer=True`` makes an ordered one (ADR-17)."""
+        ``ordered_consumer=True`` makes an ordered one (ADR-17). ``heartbeat_alarm``: after
+        this many idle heartbeat intervals without anything, NoHeartbeatError goes to
+        error_cb (an ordered consumer rebuilds its chain instead)."""
         js: JetStream = self  # type: ignore[assignment]
+        alarm = _check_alarm(heartbeat_alarm)
         if ordered_consumer:
             if durable or queue or manual_ack or (config is not None and config.durable_name):
                 raise errors.InvalidArgumentError(
@@ -338,6 +345,7 @@ class PushSubscriber:
                 idle_heartbeat,
                 pending_msgs_limit,
                 pending_bytes_limit,
+                alarm,
             )
         return _subscribe(
             js,
@@ -353,6 +361,7 @@ class PushSubscriber:
             pending_msgs_limit,
             pending_bytes_limit,
             bind=False,
+            alarm=alarm,
         )
 
     def subscribe_bind(
@@ -362,9 +371,11 @@ class PushSubscriber:
         cb: Optional[Callable[[Msg], None]] = None,
         manual_ack: bool = False,
         queue: Optional[str] = None,
+        heartbeat_alarm: float = HEARTBEAT_ALARM,
     ) -> JetStreamSubscription:
         """Subscribe to an existing push consumer, by stream and name."""
         js: JetStream = self  # type: ignore[assignment]
+        alarm = _check_alarm(heartbeat_alarm)
         return _subscribe(
             js,
             None,
@@ -379,6 +390,7 @@ class PushSubscriber:
             _LIMIT_MSGS,
             _LIMIT_BYTES,
             bind=True,
+            alarm=alarm,
         )
 
 
@@ -396,6 +408,7 @@ def _subscribe(
     pending_msgs_limit: int,
     pending_bytes_limit: int,
     bind: bool,
+    alarm: float = HEARTBEAT_ALARM,
 ) -> JetStreamSubscription:
     nc = js._nc
     # 1. Checks before any server call.
@@ -468,6 +481,7 @@ def _subscribe(
             hb,
             pending_msgs_limit,
             pending_bytes_limit,
+            alarm,
         )
     # 5. Subscribe first, then create the consumer delivering there: on the config's deliver
     # subject when it names one, else on a new inbox (seed 001).
@@ -486,7 +500,7 @@ def _subscribe(
     # The subscription's hooks are in place before the consumer exists: nothing the server
     # sends can reach the user unfiltered.
     ack_none = cfg.ack_policy == api.AckPolicy.NONE
-    jsub = JetStreamSubscription(js, stream, durable or "", True, queue, ack_none, hb)
+    jsub = JetStreamSubscription(js, stream, durable or "", True, queue, ack_none, hb, alarm)
     user_cb = _wrap_cb(cb, manual_ack or ack_none)
     jsub._listen(deliver, queue, user_cb, pending_msgs_limit, pending_bytes_limit)
     try:
@@ -510,6 +524,7 @@ def _subscribe(
             hb,
             pending_msgs_limit,
             pending_bytes_limit,
+            alarm,
         )
     except BaseException:
         jsub._closed = True
@@ -530,6 +545,7 @@ def _attach(
     hb: Optional[float],
     pending_msgs_limit: int,
     pending_bytes_limit: int,
+    alarm: float,
 ) -> JetStreamSubscription:
     """Subscribe to an existing consumer's deliver subject."""
     deliver = info.config.deliver_subject
@@ -537,7 +553,7 @@ def _attach(
     group = queue or info.config.deliver_group
     ack_none = info.config.ack_policy == api.AckPolicy.NONE
     hb = hb or info.config.idle_heartbeat
-    jsub = JetStreamSubscription(js, stream, info.name, created, group, ack_none, hb)
+    jsub = JetStreamSubscription(js, stream, info.name, created, group, ack_none, hb, alarm)
     jsub._listen(
         deliver,
         group,
@@ -546,6 +562,15 @@ def _attach(
         pending_bytes_limit,
     )
     return jsub
+
+
+def _check_alarm(alarm: Any) -> float:
+    """The heartbeat alarm factor: more than one interval, or every heartbeat is late."""
+    if isinstance(alarm, bool) or not isinstance(alarm, (int, float)) or not alarm > 1:
+        raise errors.InvalidArgumentError(
+            f"heartbeat_alarm must be a number of idle heartbeat intervals > 1, got {alarm!r}"
+        )
+    return float(alarm)
 
 
 def _wrap_cb(
@@ -657,8 +682,9 @@ class OrderedPushSubscription(JetStreamSubscription):
         inbox: str,
         template: api.ConsumerConfig,
         heartbeat: float,
+        alarm: float,
     ) -> None:
-        super().__init__(js, stream, "", True, None, True, heartbeat)
+        super().__init__(js, stream, "", True, None, True, heartbeat, alarm)
         self._template = template
         self._first_inbox = inbox  # where the user's subscription listens
         self._inbox = inbox  # the current link's deliver subject; others are stale
@@ -708,7 +734,7 @@ class OrderedPushSubscription(JetStreamSubscription):
     def _watchdog(self) -> None:
         if self._closed or self._heartbeat is None:
             return
-        if self._silence() >= self._heartbeat * HEARTBEAT_ALARM:
+        if self._silence() >= self._heartbeat * self._alarm:
             self._last_seen = time.monotonic()
             self._break("missed heartbeats")
         self._nc._call_later(self._heartbeat / 2, self._watchdog)
@@ -796,6 +822,7 @@ def _ordered(
     idle_heartbeat: Optional[float],
     pending_msgs_limit: int,
     pending_bytes_limit: int,
+    alarm: float,
 ) -> OrderedPushSubscription:
     nc = js._nc
     if stream is None:
@@ -815,7 +842,7 @@ def _ordered(
     if subject is not None and not template.filter_subject and not template.filter_subjects:
         template = dataclasses.replace(template, filter_subject=subject)
     inbox = nc.new_inbox()
-    osub = OrderedPushSubscription(js, stream, inbox, template, hb)
+    osub = OrderedPushSubscription(js, stream, inbox, template, hb, alarm)
     osub._listen(inbox, None, cb, pending_msgs_limit, pending_bytes_limit)
     try:
         info = js.add_consumer(stream, dataclasses.replace(template, deliver_subject=inbox))

@@ -65,6 +65,10 @@ def test_argument_checks(js: JetStream, stream: str) -> None:
         js.subscribe(s, config=ConsumerConfig(deliver_subject="my.*"))
     with pytest.raises(nats.InvalidArgumentError, match="queue subscription cannot"):
         js.subscribe(s, config=ConsumerConfig(deliver_group="g"), idle_heartbeat=1.0)
+    with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+        js.subscribe(s, idle_heartbeat=1.0, heartbeat_alarm=1)
+    with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+        js.subscribe(s, ordered_consumer=True, heartbeat_alarm=0.5)
     assert js.consumer_names(stream) == []  # none of these made anything
 
 
