@@ -383,6 +383,10 @@ def test_binding_checks(js: JetStream, stream: str) -> None:
 def test_bad_arguments(js: JetStream, stream: str) -> None:
     with pytest.raises(nats.InvalidArgumentError, match="ack_policy explicit"):
         js.pull_subscribe(subj(stream), config=ConsumerConfig(ack_policy=AckPolicy.ALL))
+    with pytest.raises(nats.InvalidArgumentError, match="ack_policy explicit"):
+        js.pull_subscribe(subj(stream), config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+    with pytest.raises(nats.InvalidArgumentError, match="deliver"):
+        js.pull_subscribe(subj(stream), config=ConsumerConfig(deliver_subject="push.here"))
     with pytest.raises(nats.InvalidArgumentError, match="subject or a stream"):
         js.pull_subscribe(None)
     with pytest.raises(nats.InvalidArgumentError, match="differ"):

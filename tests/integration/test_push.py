@@ -136,6 +136,55 @@ def test_existing_consumer_checks(js: JetStream, stream: str) -> None:
         js.subscribe(s, durable="plain")
     first.unsubscribe()
     assert "plain" in js.consumer_names(stream)  # not made by the library: never deleted
+    js.add_consumer(
+        stream,
+        durable_name="beating",
+        deliver_subject="db.x",
+        deliver_group="g3",
+        idle_heartbeat=5.0,
+    )
+    with pytest.raises(nats.InvalidArgumentError, match="not usable by a queue group"):
+        js.subscribe(s, durable="beating", queue="g3")
+
+
+def test_a_subject_captured_by_several_streams_is_a_clear_error(js: JetStream) -> None:
+    js.add_stream(name="WIDE1", subjects=["wide.one"])
+    js.add_stream(name="WIDE2", subjects=["wide.two"])
+    try:
+        with pytest.raises(nats.JetStreamError, match="several streams capture 'wide.>'"):
+            js.subscribe("wide.>")
+    finally:
+        js.delete_stream("WIDE1")
+        js.delete_stream("WIDE2")
+
+
+def test_deleting_what_it_made_fails_loudly(nats_server: NATSServer) -> None:
+    # unsubscribe raises the delete's error; drain hands it to error_cb (seed 001).
+    errs = Errors()
+    with nats.connect(nats_server.url, error_cb=errs) as nc:
+        js = nc.jetstream()
+        name = stream_name("PUSH")
+        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+        sub = js.subscribe(f"{name.lower()}.x", durable="gone")
+        drained = js.subscribe(f"{name.lower()}.y", durable="gone2")
+        js.delete_stream(name)  # the consumers go with it: deleting them now fails
+        with pytest.raises(nats.StreamNotFoundError):
+            sub.unsubscribe()
+        drained.drain(timeout=5)
+        wait_until(lambda: nats.StreamNotFoundError in errs.kinds(), what="error_cb")
+
+
+def test_ack_policy_none_ignores_acks_on_push(js: JetStream, stream: str) -> None:
+    sub = js.subscribe(subj(stream), config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+    fill(js, stream, 2)
+    msgs = [sub.next_msg(timeout=5) for _ in range(2)]
+    before = js.nc.stats["out_msgs"]
+    for m in msgs:
+        m.ack()
+        m.nak()
+        m.term()
+    assert js.nc.stats["out_msgs"] == before  # nothing was sent
+    sub.unsubscribe()
 
 
 # --- 4, 5, 7: queue durable, subscribe before create, deletion ---------------------------------

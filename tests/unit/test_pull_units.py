@@ -11,6 +11,7 @@ from freezegun import freeze_time
 from jetstream_sync import _protocol as proto
 from jetstream_sync import errors
 from jetstream_sync.jetstream import status
+from jetstream_sync.jetstream.priority import PullPriority
 from jetstream_sync.jetstream.pull import pull_expires, pull_request_body
 from jetstream_sync.msg import Msg
 
@@ -33,6 +34,32 @@ def test_request_bodies() -> None:
         "idle_heartbeat": 500_000_000,
     }
     assert json.loads(pull_request_body(1, max_bytes=1024)) == {"batch": 1, "max_bytes": 1024}
+
+
+def test_request_bodies_with_priority_group_fields() -> None:
+    # seed 004: group always; min_pending / min_ack_pending (overflow), priority
+    # (prioritized), and the pin as "id" once one is held (pinned_client).
+    overflow = PullPriority("jobs", min_pending=10, min_ack_pending=5)
+    assert json.loads(pull_request_body(3, no_wait=True, priority=overflow)) == {
+        "batch": 3,
+        "no_wait": True,
+        "group": "jobs",
+        "min_pending": 10,
+        "min_ack_pending": 5,
+    }
+    pinned = PullPriority("jobs", pinned=True)
+    assert json.loads(pull_request_body(1, expires=10, priority=pinned, pin_id="P1")) == {
+        "batch": 1,
+        "expires": 10,
+        "group": "jobs",
+        "id": "P1",
+    }
+    assert "id" not in json.loads(pull_request_body(1, priority=pinned, pin_id=None))
+    assert json.loads(pull_request_body(1, priority=PullPriority("g", priority=0))) == {
+        "batch": 1,
+        "group": "g",
+        "priority": 0,
+    }
 
 
 @pytest.mark.parametrize(
