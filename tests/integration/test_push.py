@@ -151,7 +151,7 @@ def test_a_subject_captured_by_several_streams_is_a_clear_error(js: JetStream) -
     js.add_stream(name="WIDE1", subjects=["wide.one"])
     js.add_stream(name="WIDE2", subjects=["wide.two"])
     try:
-        with pytest.raises(nats.JetStreamError, match="several streams capture 'wide.>'"):
+        with pytest.raises(nats.JetStreamError, match=r"several streams capture 'wide\.>'"):
             js.subscribe("wide.>")
     finally:
         js.delete_stream("WIDE1")
