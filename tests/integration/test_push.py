@@ -291,16 +291,27 @@ def test_callbacks_ack_unless_manual(js: JetStream, stream: str) -> None:
 # --- 9. status management ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["next_msg", "callback"])
 def test_flow_control_answered_once_each_and_statuses_never_handed_out(
-    traced: Tuple[nats.Client, JetStream, Path],
+    traced: Tuple[nats.Client, JetStream, Path], mode: str
 ) -> None:
     nc, js, trace = traced
     payload = b"x" * 4096
+    subject = f"t.big{mode}"
     for _ in range(800):  # enough bytes for the server to ask for flow control
-        js.publish_async("t.big", payload)
+        js.publish_async(subject, payload)
     js.publish_async_completed(timeout=30)
-    sub = js.subscribe("t.big", idle_heartbeat=0.5, flow_control=True)
-    got = [sub.next_msg(timeout=10) for _ in range(800)]
+    # Heartbeats 30 s apart: a stalled consumer's heartbeat (also answered) cannot come to
+    # the rescue within the waits below, so only answers where messages are handed out
+    # let all 800 through.
+    if mode == "next_msg":
+        sub = js.subscribe(subject, idle_heartbeat=30, flow_control=True)
+        got = [sub.next_msg(timeout=20) for _ in range(800)]
+    else:  # answered on the callback thread, where the message before it is handed over
+        got = []
+        sub = js.subscribe(subject, cb=got.append, idle_heartbeat=30, flow_control=True)
+        wait_until(lambda: len(got) >= 800, 20, "800 messages through the callback")
+    assert len(got) == 800
     assert all(m.status is None and m.data == payload for m in got)
     nc.flush()
     replies = [op for op in our_ops(trace) if op.startswith("PUB $JS.FC.")]
@@ -546,3 +557,22 @@ def test_error_statuses_are_raised_not_handed_out(js: JetStream, stream: str) ->
     fill(js, stream, 1)
     assert sub.next_msg(timeout=5).data == b"0"  # and the subscription goes on
     sub.unsubscribe()
+
+
+def test_error_statuses_in_callback_mode_go_to_error_cb(nats_server: NATSServer) -> None:
+    errs = Errors()
+    with nats.connect(nats_server.url, error_cb=errs) as nc:
+        js = nc.jetstream()
+        name = stream_name("PUSH")
+        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+        try:
+            got: List[bytes] = []
+            sub = js.subscribe(f"{name.lower()}.x", cb=lambda m: got.append(m.data))
+            hdr = b"NATS/1.0 409 Consumer Deleted\r\n\r\n"
+            sub._sub._deliver(nats.Msg(sub._sub.subject, "", b"", sub._sub.sid, hdr, nc))
+            wait_until(lambda: nats.ConsumerDeletedError in errs.kinds(), what="error_cb")
+            js.publish(f"{name.lower()}.x", b"after")
+            wait_until(lambda: got == [b"after"], what="the next message")  # never the status
+            sub.unsubscribe()
+        finally:
+            js.delete_stream(name)
