@@ -271,6 +271,29 @@ def test_pin_kept_across_fetch_calls(js: JetStream, stream: str) -> None:
         m.ack()
 
 
+def test_pin_lost_on_the_legacy_fetch_path(js: JetStream, stream: str) -> None:
+    # pull_subscribe + fetch keeps the pin too; after an unpin its next pull carries the old
+    # id, the server answers 423, and the fetch goes on without it and gets the new pin.
+    pinned(js, stream, ttl=30.0)
+    psub = js.pull_subscribe(f"{stream.lower()}.x", durable="C", stream=stream)
+    seqs = fill(js, stream, 3)
+    (first,) = psub.fetch(1, timeout=5, group="jobs")
+    old = psub.pin_id()
+    assert old and first.headers.get("Nats-Pin-Id") == old
+    first.ack()
+    js.unpin_consumer(stream, "C", "jobs")
+    lost: List[Any] = []
+    real_pin_lost = psub._pin_lost
+    psub._pin_lost = lambda prio, sent: (lost.append(sent), real_pin_lost(prio, sent))[1]  # type: ignore[method-assign]
+    (second,) = psub.fetch(1, timeout=5, group="jobs")
+    assert lost == [old]  # the server's 423 for the old pin, once
+    new = psub.pin_id()
+    assert new and new != old and second.headers.get("Nats-Pin-Id") == new
+    assert [first.metadata.sequence.stream, second.metadata.sequence.stream] == seqs[:2]
+    second.ack()
+    psub.unsubscribe()
+
+
 def test_callback_errors_of_pin_callbacks_are_reported(
     nats_server: NATSServer, stream: str, js: JetStream
 ) -> None:

@@ -353,6 +353,35 @@ def test_binding_to_an_existing_durable_keeps_it(js: JetStream, stream: str) -> 
     assert js.consumer_info(stream, "kept").name == "kept"
 
 
+def test_durable_made_by_someone_else_meanwhile_is_joined(
+    js: JetStream, stream: str, nats_server: NATSServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lookup says 'not found', another process creates the durable (with another
+    config) before our create: the library looks it up again, checks it, binds, and never
+    deletes it (seed 001)."""
+    real_info = js.consumer_info
+
+    def lookup_then_lose_the_race(of_stream: str, name: str) -> nats.ConsumerInfo:
+        monkeypatch.setattr(js, "consumer_info", real_info)  # only the first lookup races
+        with nats.connect(nats_server.url) as other:
+            other.jetstream().add_consumer(
+                of_stream,
+                durable_name=name,
+                ack_policy=AckPolicy.EXPLICIT,
+                filter_subject=subj(stream),
+                max_ack_pending=7,
+            )
+        raise nats.ConsumerNotFoundError(404, 10014, "consumer not found")
+
+    monkeypatch.setattr(js, "consumer_info", lookup_then_lose_the_race)
+    psub = js.pull_subscribe(subj(stream), durable="racy", stream=stream)
+    assert js.consumer_info(stream, "racy").config.max_ack_pending == 7  # theirs, unchanged
+    publish(js, stream, 2)
+    assert [m.data for m in psub.fetch(2, timeout=5)] == [b"0", b"1"]
+    psub.unsubscribe()
+    assert "racy" in js.consumer_names(stream)  # not made by this subscription: kept
+
+
 def test_ephemeral_pull_subscription(js: JetStream, stream: str) -> None:
     psub = js.pull_subscribe(subj(stream))
     publish(js, stream, 2)
