@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, List
 
 import pytest
-from support import Errors, stream_name
+from support import Errors
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy
@@ -167,53 +167,43 @@ def test_continuous_pull_asks_again_at_half(
     assert all(5 <= b["batch"] <= 10 for b in bodies[1:]) and len(bodies) >= 4
 
 
-def test_consume_runs_callbacks_in_order_and_reports_their_errors(nats_server: NATSServer) -> None:
-    errs = Errors()
-    with nats.connect(nats_server.url, error_cb=errs) as nc:
-        js = nc.jetstream()
-        name = stream_name("CONS")
-        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-        try:
-            c = js.create_or_update_consumer(name, durable_name="w")
-            got: List[int] = []
-            done = threading.Event()
+def test_consume_runs_callbacks_in_order_and_reports_their_errors(
+    ejs: JetStream, errs: Errors, stream: str
+) -> None:
+    js, name = ejs, stream
+    c = js.create_or_update_consumer(name, durable_name="w")
+    got: List[int] = []
+    done = threading.Event()
 
-            def cb(msg: nats.Msg) -> None:
-                got.append(int(msg.data))
-                msg.ack()
-                if int(msg.data) == 3:
-                    raise ValueError("bad message 3")
-                if len(got) == 40:
-                    done.set()
+    def cb(msg: nats.Msg) -> None:
+        got.append(int(msg.data))
+        msg.ack()
+        if int(msg.data) == 3:
+            raise ValueError("bad message 3")
+        if len(got) == 40:
+            done.set()
 
-            cc = c.consume(cb, max_messages=16)
-            fill(js, name, 40)
-            assert done.wait(20)
-            assert got == list(range(40))
-            cc.stop()
-            assert cc.wait(10) and cc.error is None
-            wait_until(lambda: nats.CallbackError in errs.kinds(), what="the callback error")
-        finally:
-            js.delete_stream(name)
+    cc = c.consume(cb, max_messages=16)
+    fill(js, name, 40)
+    assert done.wait(20)
+    assert got == list(range(40))
+    cc.stop()
+    assert cc.wait(10) and cc.error is None
+    wait_until(lambda: nats.CallbackError in errs.kinds(), what="the callback error")
 
 
-def test_consumer_deleted_during_consume_is_terminal(nats_server: NATSServer) -> None:
-    errs = Errors()
-    with nats.connect(nats_server.url, error_cb=errs) as nc:
-        js = nc.jetstream()
-        name = stream_name("CONS")
-        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-        try:
-            c = js.create_or_update_consumer(name, durable_name="w")
-            cc = c.consume(lambda m: None, expires=5)
-            wait_until(lambda: js.consumer_info(name, "w").num_waiting == 1, what="the pull")
-            js.delete_consumer(name, "w")
-            assert cc.wait(10)
-            assert isinstance(cc.error, nats.ConsumerDeletedError)
-            # error_cb runs on the client's callback thread: it may come a moment later.
-            wait_until(lambda: nats.ConsumerDeletedError in errs.kinds(), what="error_cb")
-        finally:
-            js.delete_stream(name)
+def test_consumer_deleted_during_consume_is_terminal(
+    ejs: JetStream, errs: Errors, stream: str
+) -> None:
+    js, name = ejs, stream
+    c = js.create_or_update_consumer(name, durable_name="w")
+    cc = c.consume(lambda m: None, expires=5)
+    wait_until(lambda: js.consumer_info(name, "w").num_waiting == 1, what="the pull")
+    js.delete_consumer(name, "w")
+    assert cc.wait(10)
+    assert isinstance(cc.error, nats.ConsumerDeletedError)
+    # error_cb runs on the client's callback thread: it may come a moment later.
+    wait_until(lambda: nats.ConsumerDeletedError in errs.kinds(), what="error_cb")
 
 
 def consume_holding_the_first(

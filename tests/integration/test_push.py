@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import pytest
-from support import Errors, our_ops, stream_name
+from support import Errors, our_ops
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
@@ -158,20 +158,15 @@ def test_a_subject_captured_by_several_streams_is_a_clear_error(js: JetStream) -
         js.delete_stream("WIDE2")
 
 
-def test_deleting_what_it_made_fails_loudly(nats_server: NATSServer) -> None:
+def test_deleting_what_it_made_fails_loudly(ejs: JetStream, errs: Errors, stream: str) -> None:
     # unsubscribe raises the delete's error; drain hands it to error_cb (seed 001).
-    errs = Errors()
-    with nats.connect(nats_server.url, error_cb=errs) as nc:
-        js = nc.jetstream()
-        name = stream_name("PUSH")
-        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-        sub = js.subscribe(f"{name.lower()}.x", durable="gone")
-        drained = js.subscribe(f"{name.lower()}.y", durable="gone2")
-        js.delete_stream(name)  # the consumers go with it: deleting them now fails
-        with pytest.raises(nats.StreamNotFoundError):
-            sub.unsubscribe()
-        drained.drain(timeout=5)
-        wait_until(lambda: nats.StreamNotFoundError in errs.kinds(), what="error_cb")
+    sub = ejs.subscribe(subj(stream), durable="gone")
+    drained = ejs.subscribe(subj(stream, "y"), durable="gone2")
+    ejs.delete_stream(stream)  # the consumers go with it: deleting them now fails
+    with pytest.raises(nats.StreamNotFoundError):
+        sub.unsubscribe()
+    drained.drain(timeout=5)
+    wait_until(lambda: nats.StreamNotFoundError in errs.kinds(), what="error_cb")
 
 
 def test_ack_policy_none_ignores_acks_on_push(js: JetStream, stream: str) -> None:
@@ -515,30 +510,25 @@ def test_consumer_made_by_someone_else_meanwhile_is_joined(
     assert "racy" in js.consumer_names(stream)  # not made by this subscription: kept
 
 
-def test_gaps_are_reported_but_not_for_queue_groups(nats_server: NATSServer) -> None:
-    errs = Errors()
-    with nats.connect(nats_server.url, error_cb=errs) as nc:
-        js = nc.jetstream()
-        name = stream_name("PUSH")
-        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-        try:
-            fill(js, name, 5)
-            with drop_inbound(nc, drop_once({3})):
-                sub = js.subscribe(subj(name), durable="gappy")
-                got = [sub.next_msg(timeout=5).data for _ in range(4)]
-            assert got == [b"0", b"1", b"3", b"4"]  # stream seq 3 (data "2") was lost
-            wait_until(lambda: nats.ConsumerSequenceMismatchError in errs.kinds(), what="the gap")
-            assert "expected 3, got 4" in str(errs.seen[-1])
-            sub.unsubscribe()
-            errs.seen.clear()
-            with drop_inbound(nc, drop_once({2})):
-                qsub = js.subscribe(subj(name), queue="crew")
-                assert len([qsub.next_msg(timeout=5) for _ in range(4)]) == 4
-            nc.flush()
-            assert nats.ConsumerSequenceMismatchError not in errs.kinds()
-            qsub.unsubscribe()
-        finally:
-            js.delete_stream(name)
+def test_gaps_are_reported_but_not_for_queue_groups(
+    ejs: JetStream, errs: Errors, stream: str
+) -> None:
+    js, nc, name = ejs, ejs.nc, stream
+    fill(js, name, 5)
+    with drop_inbound(nc, drop_once({3})):
+        sub = js.subscribe(subj(name), durable="gappy")
+        got = [sub.next_msg(timeout=5).data for _ in range(4)]
+    assert got == [b"0", b"1", b"3", b"4"]  # stream seq 3 (data "2") was lost
+    wait_until(lambda: nats.ConsumerSequenceMismatchError in errs.kinds(), what="the gap")
+    assert "expected 3, got 4" in str(errs.seen[-1])
+    sub.unsubscribe()
+    errs.seen.clear()
+    with drop_inbound(nc, drop_once({2})):
+        qsub = js.subscribe(subj(name), queue="crew")
+        assert len([qsub.next_msg(timeout=5) for _ in range(4)]) == 4
+    nc.flush()
+    assert nats.ConsumerSequenceMismatchError not in errs.kinds()
+    qsub.unsubscribe()
 
 
 def test_error_statuses_are_raised_not_handed_out(js: JetStream, stream: str) -> None:
@@ -559,20 +549,14 @@ def test_error_statuses_are_raised_not_handed_out(js: JetStream, stream: str) ->
     sub.unsubscribe()
 
 
-def test_error_statuses_in_callback_mode_go_to_error_cb(nats_server: NATSServer) -> None:
-    errs = Errors()
-    with nats.connect(nats_server.url, error_cb=errs) as nc:
-        js = nc.jetstream()
-        name = stream_name("PUSH")
-        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-        try:
-            got: List[bytes] = []
-            sub = js.subscribe(f"{name.lower()}.x", cb=lambda m: got.append(m.data))
-            hdr = b"NATS/1.0 409 Consumer Deleted\r\n\r\n"
-            sub._sub._deliver(nats.Msg(sub._sub.subject, "", b"", sub._sub.sid, hdr, nc))
-            wait_until(lambda: nats.ConsumerDeletedError in errs.kinds(), what="error_cb")
-            js.publish(f"{name.lower()}.x", b"after")
-            wait_until(lambda: got == [b"after"], what="the next message")  # never the status
-            sub.unsubscribe()
-        finally:
-            js.delete_stream(name)
+def test_error_statuses_in_callback_mode_go_to_error_cb(
+    ejs: JetStream, errs: Errors, stream: str
+) -> None:
+    got: List[bytes] = []
+    sub = ejs.subscribe(subj(stream), cb=lambda m: got.append(m.data))
+    hdr = b"NATS/1.0 409 Consumer Deleted\r\n\r\n"
+    sub._sub._deliver(nats.Msg(sub._sub.subject, "", b"", sub._sub.sid, hdr, ejs.nc))
+    wait_until(lambda: nats.ConsumerDeletedError in errs.kinds(), what="error_cb")
+    ejs.publish(subj(stream), b"after")
+    wait_until(lambda: got == [b"after"], what="the next message")  # never the status
+    sub.unsubscribe()
