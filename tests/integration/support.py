@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import List
+from typing import Any, List
+
+import pytest
+
+import jetstream_sync as nats
 
 # One counter for every module: the session's server outlives each module's streams.
 _numbers = itertools.count()
@@ -37,3 +41,20 @@ def our_ops(trace: Path) -> List[str]:
         if "python3-sync" in line and "<<- [" in line:
             ops.append(line.split("<<- [", 1)[1].rstrip("]"))
     return ops
+
+
+def lose_the_create_race(
+    js: Any, monkeypatch: pytest.MonkeyPatch, url: str, **consumer_fields: Any
+) -> None:
+    """Make ``js``'s next consumer lookup say 'not found' after another connection has
+    created that durable with ``consumer_fields``: the library's create then finds it made
+    meanwhile (the "already exists" race of seed 001). Later lookups are real."""
+    real_info = js.consumer_info
+
+    def lookup_then_lose_the_race(of_stream: str, name: str) -> Any:
+        monkeypatch.setattr(js, "consumer_info", real_info)  # only the first lookup races
+        with nats.connect(url) as other:
+            other.jetstream().add_consumer(of_stream, durable_name=name, **consumer_fields)
+        raise nats.ConsumerNotFoundError(404, 10014, "consumer not found")
+
+    monkeypatch.setattr(js, "consumer_info", lookup_then_lose_the_race)

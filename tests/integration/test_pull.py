@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Tuple
 
 import pytest
-from support import stream_name
+from support import lose_the_create_race, stream_name
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
@@ -359,21 +359,14 @@ def test_durable_made_by_someone_else_meanwhile_is_joined(
     """The lookup says 'not found', another process creates the durable (with another
     config) before our create: the library looks it up again, checks it, binds, and never
     deletes it (seed 001)."""
-    real_info = js.consumer_info
-
-    def lookup_then_lose_the_race(of_stream: str, name: str) -> nats.ConsumerInfo:
-        monkeypatch.setattr(js, "consumer_info", real_info)  # only the first lookup races
-        with nats.connect(nats_server.url) as other:
-            other.jetstream().add_consumer(
-                of_stream,
-                durable_name=name,
-                ack_policy=AckPolicy.EXPLICIT,
-                filter_subject=subj(stream),
-                max_ack_pending=7,
-            )
-        raise nats.ConsumerNotFoundError(404, 10014, "consumer not found")
-
-    monkeypatch.setattr(js, "consumer_info", lookup_then_lose_the_race)
+    lose_the_create_race(
+        js,
+        monkeypatch,
+        nats_server.url,
+        ack_policy=AckPolicy.EXPLICIT,
+        filter_subject=subj(stream),
+        max_ack_pending=7,
+    )
     psub = js.pull_subscribe(subj(stream), durable="racy", stream=stream)
     assert js.consumer_info(stream, "racy").config.max_ack_pending == 7  # theirs, unchanged
     publish(js, stream, 2)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import pytest
-from support import Errors, our_ops
+from support import Errors, lose_the_create_race, our_ops
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
@@ -487,21 +487,14 @@ def test_consumer_made_by_someone_else_meanwhile_is_joined(
 ) -> None:
     """The lookup says 'not found', another process creates the durable before our create:
     the library looks it up again, checks it, and subscribes to its deliver subject."""
-    real_info = js.consumer_info
-
-    def lookup_then_lose_the_race(of_stream: str, name: str) -> nats.ConsumerInfo:
-        monkeypatch.setattr(js, "consumer_info", real_info)  # only the first lookup races
-        with nats.connect(nats_server.url) as other:
-            other.jetstream().add_consumer(
-                of_stream,
-                durable_name=name,
-                deliver_subject="raced.deliver",
-                filter_subject=subj(stream),
-                ack_policy=AckPolicy.EXPLICIT,
-            )
-        raise nats.ConsumerNotFoundError(404, 10014, "consumer not found")
-
-    monkeypatch.setattr(js, "consumer_info", lookup_then_lose_the_race)
+    lose_the_create_race(
+        js,
+        monkeypatch,
+        nats_server.url,
+        deliver_subject="raced.deliver",
+        filter_subject=subj(stream),
+        ack_policy=AckPolicy.EXPLICIT,
+    )
     sub = js.subscribe(subj(stream), durable="racy")
     assert js.consumer_info(stream, "racy").config.deliver_subject == "raced.deliver"
     fill(js, stream, 3)
