@@ -408,7 +408,7 @@ def _subscribe(
     pending_msgs_limit: int,
     pending_bytes_limit: int,
     bind: bool,
-    alarm: float = HEARTBEAT_ALARM,
+    alarm: float,
 ) -> JetStreamSubscription:
     nc = js._nc
     # 1. Checks before any server call.
