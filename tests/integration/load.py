@@ -37,9 +37,12 @@ class AckedPublisher(threading.Thread):
         self.ack_times: List[float] = []
         self.failures: List[BaseException] = []
         self.stop_event = threading.Event()
+        self.winding_down = threading.Event()
 
     def run(self) -> None:
         for i in range(self.count):
+            if self.winding_down.is_set():
+                return
             while not self.stop_event.is_set():
                 if time.monotonic() > self.deadline:
                     return
@@ -57,6 +60,16 @@ class AckedPublisher(threading.Thread):
         self.join(timeout)
         assert not self.is_alive(), "publisher did not finish in time"
         assert len(self.acked) == self.count, (len(self.acked), self.count, self.failures[-3:])
+
+    def wind_down(self, timeout: float = 120.0) -> List[int]:
+        """For a load that lasts as long as the faults do: stop once the message in hand
+        is acked. Returns the acked ids, which are 0..n-1 (each one is retried until it is
+        acked, so there is no hole)."""
+        self.winding_down.set()
+        self.join(timeout)
+        assert not self.is_alive(), "publisher did not wind down in time"
+        assert self.acked == list(range(len(self.acked))), self.failures[-3:]
+        return self.acked
 
 
 def publish_async_burst(
