@@ -128,18 +128,20 @@ class Conn:
         with self.quiet_lock:
             self.quiet += 1
             if self.quiet == 1:
-                self._rearm()
+                self._watch(0)
 
     def quiet_end(self) -> None:
         with self.quiet_lock:
             self.quiet -= 1
             if self.quiet == 0:
-                self._rearm()
+                self._watch(select.EPOLLIN | select.EPOLLPRI)
 
-    def _rearm(self) -> None:
+    def _watch(self, mask: int) -> None:
+        """Set what the network thread's epoll waits for (errors and hang-ups always wake
+        it). Called with ``quiet_lock`` held, once per fetch or request: kept lean."""
         ep = self.ep
         if ep is not None:
             try:
-                ep.modify(self.sock.fileno(), self.watch_mask())
+                ep.modify(self.sock.fileno(), mask)
             except (OSError, ValueError):
                 pass  # closed meanwhile: the network thread has its error already

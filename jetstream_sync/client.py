@@ -692,14 +692,14 @@ class Client:
             elif read and lock.acquire(False):
                 return True
 
-    def _read_here(self, timeout: float, ready: Callable[[], bool]) -> Optional[bool]:
+    def _read_here(self, timeout: float, ready: Callable[[], int]) -> Optional[int]:
         """Read and route what the socket has in this thread, waiting up to ``timeout`` for
         it, unless ``ready()`` already holds. This is how a thread waiting for an answer
         (request, flush, a full publish_async window) gets it without a thread wake-up.
 
         None when this thread cannot read: another thread holds the read lock (it will
         route what comes), or there is no connection this thread may read; otherwise
-        whether ``ready()`` holds afterwards.
+        ``ready()`` afterwards (truthy when it holds: a bool, or a queue's size).
         """
         conn = self._conn
         read_lock = self._read_lock
@@ -710,7 +710,13 @@ class Client:
                 return True
             if self._state is not _CONNECTED or self._conn is not conn:
                 return None
-            err = self._poll_and_read(conn, timeout)
+            # One poll object per call: a poll object is not for two threads.
+            poller = select.poll()
+            try:
+                poller.register(conn.sock.fileno(), select.POLLIN | select.POLLPRI)
+                err = self._read_once(conn) if poller.poll(timeout * 1000.0) else None
+            except (OSError, ValueError) as exc:
+                err = errors.map_os_error(exc, where=f"connection to {conn.server.url}")
             if err is not None:
                 # The network thread owns disconnects: make sure it sees this.
                 self._shutdown_socket(conn)
@@ -718,15 +724,6 @@ class Client:
         finally:
             read_lock.release()
         return ready()
-
-    def _poll_and_read(self, conn: Conn, timeout: float) -> Optional[errors.NATSError]:
-        poller = select.poll()  # one per call: a poll object is not for two threads
-        try:
-            poller.register(conn.sock.fileno(), select.POLLIN | select.POLLPRI)
-            ready = poller.poll(timeout * 1000.0)
-        except (OSError, ValueError) as exc:
-            return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
-        return self._read_once(conn) if ready else None
 
     @staticmethod
     def _shutdown_socket(conn: Conn) -> None:
@@ -1273,6 +1270,15 @@ class Client:
         """Queue a request and write it from this thread at once: waking the flusher
         would cost a thread hop."""
         self._send_frame(*self._frame_own_reply(subject, data, reply, headers))
+
+    def _fixed_request(self, subject: str, data: bytes) -> Tuple[bytes, bytes, int]:
+        """A request that is sent again and again with only its reply changing (fetch(1)'s
+        pull): the frame's parts before and after the reply, checked once here. Send with
+        ``_send_frame(head + reply.encode() + tail, n)``."""
+        prefix = self._pub_cache.get(subject) or self._cache_prefix(subject)
+        n = len(data)
+        self._check_payload(n)
+        return prefix, b" " + (_SIZE_LINES.get(n) or _size_line(n)) + data + _CRLF, n
 
     def _publish_own_reply(
         self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]

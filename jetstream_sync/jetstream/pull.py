@@ -138,6 +138,10 @@ class PullSubscription:
         self._one_ids = itertools.count(1)
         self._closed = False
         self._config = info.config  # its priority groups decide what a pull must say
+        self._grouped = bool(info.config.priority_groups)
+        self._fetch_what = f"fetch from {self._where}"
+        # fetch(1)'s no_wait pull, framed once: only its reply (an inbox) changes.
+        self._one_pull = self._nc._fixed_request(self._next_subject, _NO_WAIT_ONE)
         self._pins = PinState()
         self._nc._add_close_hook(self._on_client_closed)
 
@@ -177,9 +181,18 @@ class PullSubscription:
         under pinned_client the pin is kept from one fetch to the next (see ``pin_id``).
         """
         batch = _check_batch(batch)
-        prio = pull_priority(
-            self._config, self._where, group, min_pending, min_ack_pending, priority
-        )
+        if (
+            self._grouped
+            or group is not None
+            or min_pending is not None
+            or min_ack_pending is not None
+            or priority is not None
+        ):
+            prio = pull_priority(
+                self._config, self._where, group, min_pending, min_ack_pending, priority
+            )
+        else:
+            prio = None  # what pull_priority says of a consumer without groups, checked less
         t = check_timeout(timeout, "fetch timeout")
         if t <= 0:
             raise errors.BadTimeoutError("fetch timeout must be > 0 seconds")
@@ -191,7 +204,7 @@ class PullSubscription:
                     f"heartbeat must be > 0 and at most half the fetch timeout ({t} s), "
                     f"got {heartbeat!r}"
                 )
-        deadline = Deadline(t, f"fetch from {self._where}")
+        deadline = Deadline(t, self._fetch_what)
         if not self._lock.acquire(timeout=t):
             raise errors.TimeoutError(
                 f"fetch from {self._where}: another thread's fetch held it for {t} s"
@@ -201,9 +214,10 @@ class PullSubscription:
             conn.quiet_begin()  # this thread reads the answers: the network thread sleeps on
         try:
             self._check_open()
-            msgs = self._take_waiting(batch, prio)
-            if msgs:
-                return msgs
+            if not self._q.empty():
+                msgs = self._take_waiting(batch, prio)
+                if msgs:
+                    return msgs
             for _ in range(2):  # a 423 (pin lost) clears the pin: once more, as a standby
                 try:
                     if batch == 1:
@@ -251,9 +265,6 @@ class PullSubscription:
                 msgs.append(self._seen(msg, prio))
         return msgs
 
-    def _has_msg(self) -> bool:
-        return not self._q.empty()
-
     def _get(self, wait: float) -> Optional[Msg]:
         """The next arrival within ``wait`` seconds, read in this thread when no other
         thread is reading (no wake-up on the way), else handed over by the reader."""
@@ -264,7 +275,7 @@ class PullSubscription:
             else:
                 end = time.monotonic() + wait
                 while True:
-                    read = self._nc._read_here(wait, self._has_msg)
+                    read = self._nc._read_here(wait, q.qsize)
                     if read:
                         msg = q.get_nowait()
                         break
@@ -299,10 +310,12 @@ class PullSubscription:
                 self._one_prefix + "*", None, None, None, _BIG, _BIG, hook=self._on_msg
             )
         reply = self._one_prefix + str(next(self._one_ids))
-        pin = self._pins.for_pull(prio)
+        pin = None
         if prio is None:
-            self._send(_NO_WAIT_ONE, reply)
+            head, tail, n = self._one_pull
+            self._nc._send_frame(head + reply.encode() + tail, n)
         else:
+            pin = self._pins.for_pull(prio)
             self._send(pull_request_body(1, no_wait=True, priority=prio, pin_id=pin), reply)
         while True:
             msg = self._get(deadline.remaining())
@@ -312,7 +325,7 @@ class PullSubscription:
                 )
             kind = classify(msg)
             if kind is None:
-                return [self._seen(msg, prio)]
+                return [msg if prio is None else self._seen(msg, prio)]
             if msg.subject != reply or kind is HEARTBEAT:
                 continue  # a status for an earlier pull
             if kind is NO_MESSAGES or kind is REQUEST_TIMEOUT or kind is END:
