@@ -36,30 +36,20 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 SCRIPT = os.path.abspath(__file__)
 
-try:  # as a module (python -m benchmarks.X) or as a script (python benchmarks/X.py)
-    from benchmarks._harness import (
-        Outcome,
-        _cores,
-        _cpu_model,
-        _fmt_int,
-        _server_version,
-        _version,
-        emit,
-        proc_cpu,
-    )
-    from benchmarks._harness import run_child as _run_child
-except ImportError:
-    from _harness import (  # type: ignore[no-redef]
-        Outcome,
-        _cores,
-        _cpu_model,
-        _fmt_int,
-        _server_version,
-        _version,
-        emit,
-        proc_cpu,
-    )
-    from _harness import run_child as _run_child  # type: ignore[no-redef]
+# Run as a script the folder is on sys.path already; as a module (python -m benchmarks.X)
+# it is put there, so the harness is always the one module "_harness".
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import (  # noqa: E402
+    Outcome,
+    _cores,
+    _cpu_model,
+    _fmt_int,
+    _server_version,
+    _version,
+    emit,
+    proc_cpu,
+)
+from _harness import run_child as _run_child  # noqa: E402
 
 MSG_SIZE = 128
 PAYLOAD = b"x" * MSG_SIZE
