@@ -46,10 +46,12 @@ from .status import (
     LIMIT,
     NO_MESSAGES,
     PIN_MISMATCH,
+    PULL_HEARTBEAT_ALARM,
     REQUEST_TIMEOUT,
     RETRY,
     TERMINAL,
     HeartbeatWatch,
+    check_alarm,
     classify,
     pending_counts,
     status_error,
@@ -147,6 +149,7 @@ class PullConsumer:
         heartbeat: Optional[float] = None,
         no_wait: bool = False,
         *,
+        heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
         group: Optional[str] = None,
         min_pending: Optional[int] = None,
         min_ack_pending: Optional[int] = None,
@@ -154,9 +157,11 @@ class PullConsumer:
     ) -> List[Msg]:
         """One pull request for ``max_messages`` (default 100) or ``max_bytes``: the messages
         that came before it was complete or ``max_wait`` ran out (possibly none). With
-        ``no_wait``, only what is there already. ``group`` and the rest: priority groups
-        (ADR-42), see :mod:`jetstream_sync.jetstream.priority`."""
+        ``no_wait``, only what is there already. With ``heartbeat``, NoHeartbeatError when
+        ``heartbeat_alarm`` (default 2) intervals pass without anything. ``group`` and the
+        rest: priority groups (ADR-42), see :mod:`jetstream_sync.jetstream.priority`."""
         prio = self._priority(group, min_pending, min_ack_pending, priority)
+        alarm = check_alarm(heartbeat_alarm)
         if max_messages is not None and max_bytes is not None:
             raise errors.InvalidArgumentError("give max_messages or max_bytes, not both")
         n = _check_count(max_messages, "max_messages")
@@ -174,7 +179,7 @@ class PullConsumer:
                 )
         if self._nc.is_closed:
             raise errors.ConnectionClosedError(f"fetch from {self._where}: the client is closed")
-        return self._pull_keeping_pin(batch, nbytes, Deadline(t), hb, no_wait, prio)
+        return self._pull_keeping_pin(batch, nbytes, Deadline(t), hb, alarm, no_wait, prio)
 
     def next(
         self,
@@ -190,7 +195,7 @@ class PullConsumer:
         t = check_timeout(timeout, "timeout")
         if t <= 0:
             raise errors.BadTimeoutError("timeout must be > 0 seconds")
-        msgs = self._pull_keeping_pin(1, None, Deadline(t), None, False, prio)
+        msgs = self._pull_keeping_pin(1, None, Deadline(t), None, PULL_HEARTBEAT_ALARM, False, prio)
         if not msgs:
             raise errors.TimeoutError(f"next from {self._where}: no message within {t} s")
         return msgs[0]
@@ -201,16 +206,17 @@ class PullConsumer:
         max_bytes: Optional[int],
         deadline: Deadline,
         hb: Optional[float],
+        alarm: float,
         no_wait: bool,
         prio: Optional[PullPriority],
     ) -> List[Msg]:
         """One pull; after a 423 (the pin it carried is gone) once more, as a standby."""
         try:
-            return self._one_pull(batch, max_bytes, deadline, hb, no_wait, prio)
+            return self._one_pull(batch, max_bytes, deadline, hb, alarm, no_wait, prio)
         except PinLost:
             if deadline.expired:
                 return []
-            return self._one_pull(batch, max_bytes, deadline, hb, no_wait, prio)
+            return self._one_pull(batch, max_bytes, deadline, hb, alarm, no_wait, prio)
 
     def _one_pull(
         self,
@@ -218,6 +224,7 @@ class PullConsumer:
         max_bytes: Optional[int],
         deadline: Deadline,
         hb: Optional[float],
+        alarm: float,
         no_wait: bool,
         prio: Optional[PullPriority],
     ) -> List[Msg]:
@@ -251,7 +258,7 @@ class PullConsumer:
             )
         msgs: List[Msg] = []
         finished = False
-        watch = HeartbeatWatch(hb) if hb is not None else None
+        watch = HeartbeatWatch(hb, alarm) if hb is not None else None
         try:
             nc._send_request(self._next_subject, body, inbox, None)
             while len(msgs) < batch:
@@ -308,6 +315,7 @@ class PullConsumer:
         max_bytes: Optional[int] = None,
         heartbeat: Optional[float] = None,
         *,
+        heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
         group: Optional[str] = None,
         min_pending: Optional[int] = None,
         min_ack_pending: Optional[int] = None,
@@ -321,7 +329,9 @@ class PullConsumer:
         pin of a pinned_client group."""
         prio = self._priority(group, min_pending, min_ack_pending, priority)
         pins = _pin_callbacks(on_pinned, on_unpinned)
-        return MessagesContext(self._pump(max_messages, expires, max_bytes, heartbeat, prio, *pins))
+        return MessagesContext(
+            self._pump(max_messages, expires, max_bytes, heartbeat, heartbeat_alarm, prio, *pins)
+        )
 
     def consume(
         self,
@@ -331,6 +341,7 @@ class PullConsumer:
         max_bytes: Optional[int] = None,
         heartbeat: Optional[float] = None,
         *,
+        heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
         group: Optional[str] = None,
         min_pending: Optional[int] = None,
         min_ack_pending: Optional[int] = None,
@@ -346,7 +357,8 @@ class PullConsumer:
         prio = self._priority(group, min_pending, min_ack_pending, priority)
         pins = _pin_callbacks(on_pinned, on_unpinned)
         return ConsumeContext(
-            self._pump(max_messages, expires, max_bytes, heartbeat, prio, *pins), cb
+            self._pump(max_messages, expires, max_bytes, heartbeat, heartbeat_alarm, prio, *pins),
+            cb,
         )
 
     def _pump(
@@ -355,6 +367,7 @@ class PullConsumer:
         expires: float,
         max_bytes: Optional[int],
         heartbeat: Optional[float],
+        heartbeat_alarm: float,
         prio: Optional[PullPriority] = None,
         on_pinned: Optional[PinnedCallback] = None,
         on_unpinned: Optional[UnpinnedCallback] = None,
@@ -367,13 +380,15 @@ class PullConsumer:
         if exp < 1.0:
             raise errors.InvalidArgumentError(f"expires must be >= 1 s, got {expires!r}")
         hb = _heartbeat_for(exp, heartbeat)
+        alarm = check_alarm(heartbeat_alarm)
         ttl = self.info.config.priority_timeout
         if prio is not None and prio.pinned and ttl:
             # The server keeps a pin only while its client pulls at least every
             # priority_timeout (a waiting pull does not count): pull twice as often.
             exp = min(exp, max(ttl / 2, 0.05))
             hb = min(hb, exp / 2)
-        pump = _Pump(self, n or (_MAX_BYTES_BATCH if nbytes else 500), nbytes, exp, hb, prio)
+        n = n or (_MAX_BYTES_BATCH if nbytes else 500)
+        pump = _Pump(self, n, nbytes, exp, hb, prio, alarm=alarm)
         pump.on_pinned, pump.on_unpinned = on_pinned, on_unpinned
         pump.start()
         return pump
@@ -399,6 +414,8 @@ class _Pump:
         expires: float,
         heartbeat: float,
         prio: Optional[PullPriority] = None,
+        *,
+        alarm: float = PULL_HEARTBEAT_ALARM,
     ) -> None:
         self._c = consumer
         self._nc = consumer._nc
@@ -411,7 +428,7 @@ class _Pump:
         self._q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
         self._pending_msgs = 0
         self._pending_bytes = 0
-        self._watch = HeartbeatWatch(heartbeat)
+        self._watch = HeartbeatWatch(heartbeat, alarm)
         self._repull = False  # set on the network thread by a reconnect
         self._pull_at: Optional[float] = None  # a pull put off until then (after a refusal)
         self._returning = False  # stop() was called: messages go back to the server

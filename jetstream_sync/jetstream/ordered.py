@@ -28,6 +28,7 @@ from .consumer import (
     _heartbeat_for,
     _Pump,
 )
+from .status import PULL_HEARTBEAT_ALARM, check_alarm
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import JetStream
@@ -182,9 +183,14 @@ class OrderedConsumer:
     # --- continuous pulls ---------------------------------------------------------------
 
     def messages(
-        self, max_messages: int = 500, expires: float = 30.0, heartbeat: Optional[float] = None
+        self,
+        max_messages: int = 500,
+        expires: float = 30.0,
+        heartbeat: Optional[float] = None,
+        *,
+        heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
     ) -> MessagesContext:
-        return MessagesContext(self._pump(max_messages, expires, heartbeat))
+        return MessagesContext(self._pump(max_messages, expires, heartbeat, heartbeat_alarm))
 
     def consume(
         self,
@@ -192,18 +198,27 @@ class OrderedConsumer:
         max_messages: int = 500,
         expires: float = 30.0,
         heartbeat: Optional[float] = None,
+        *,
+        heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
     ) -> ConsumeContext:
         if not callable(cb):
             raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
-        return ConsumeContext(self._pump(max_messages, expires, heartbeat), cb)
+        return ConsumeContext(self._pump(max_messages, expires, heartbeat, heartbeat_alarm), cb)
 
-    def _pump(self, max_messages: int, expires: float, heartbeat: Optional[float]) -> _OrderedPump:
+    def _pump(
+        self,
+        max_messages: int,
+        expires: float,
+        heartbeat: Optional[float],
+        heartbeat_alarm: float,
+    ) -> _OrderedPump:
         n = _check_count(max_messages, "max_messages", allow_none=False)
         assert n is not None
         exp = check_timeout(expires, "expires")
         if exp < 1.0:
             raise errors.InvalidArgumentError(f"expires must be >= 1 s, got {expires!r}")
-        return _OrderedPump(self, n, exp, _heartbeat_for(exp, heartbeat))
+        hb = _heartbeat_for(exp, heartbeat)
+        return _OrderedPump(self, n, exp, hb, check_alarm(heartbeat_alarm))
 
     def delete(self) -> None:
         """Delete the current link of the chain (done by the server anyway once idle)."""
@@ -217,15 +232,18 @@ class OrderedConsumer:
 class _OrderedPump:
     """A continuous pull over the chain: the current link's pump, replaced on a break."""
 
-    def __init__(self, oc: OrderedConsumer, max_messages: int, expires: float, hb: float) -> None:
+    def __init__(
+        self, oc: OrderedConsumer, max_messages: int, expires: float, hb: float, alarm: float
+    ) -> None:
         self._oc = oc
         self._args = (max_messages, None, expires, hb)
+        self._alarm = alarm
         self.stopped = False
         self._pump = self._new_pump()
 
     def _new_pump(self) -> _Pump:
         assert self._oc._consumer is not None
-        pump = _Pump(self._oc._consumer, *self._args)
+        pump = _Pump(self._oc._consumer, *self._args, alarm=self._alarm)
         pump.report_terminal = False  # a broken link is rebuilt, not an error to report
         pump.chain_link = True
         pump.start()

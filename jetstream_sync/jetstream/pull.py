@@ -50,8 +50,10 @@ from .status import (
     HEARTBEAT,
     NO_MESSAGES,
     PIN_MISMATCH,
+    PULL_HEARTBEAT_ALARM,
     REQUEST_TIMEOUT,
     HeartbeatWatch,
+    check_alarm,
     classify,
     status_error,
 )
@@ -166,6 +168,7 @@ class PullSubscription:
         timeout: float = 5.0,
         heartbeat: Optional[float] = None,
         *,
+        heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
         group: Optional[str] = None,
         min_pending: Optional[int] = None,
         min_ack_pending: Optional[int] = None,
@@ -174,13 +177,18 @@ class PullSubscription:
         """Up to ``batch`` messages: those already waiting at once, else the first ones to
         come within ``timeout``. Raises :class:`~jetstream_sync.TimeoutError` when none
         came; ``heartbeat`` asks the server for idle heartbeats during a long pull, and
-        :class:`NoHeartbeatError` when two go missing.
+        :class:`NoHeartbeatError` when ``heartbeat_alarm`` (default 2) intervals pass
+        without anything.
 
         On a consumer with priority groups (ADR-42) ``group`` is required, with
         ``min_pending`` / ``min_ack_pending`` (overflow) or ``priority`` (prioritized);
         under pinned_client the pin is kept from one fetch to the next (see ``pin_id``).
         """
         batch = _check_batch(batch)
+        # The default needs no check: fetch(1) is a hot path.
+        alarm = heartbeat_alarm
+        if alarm is not PULL_HEARTBEAT_ALARM:
+            alarm = check_alarm(alarm)
         if (
             self._grouped
             or group is not None
@@ -224,7 +232,7 @@ class PullSubscription:
                         msgs = self._no_wait_one(deadline, prio)
                         if msgs:
                             return msgs
-                    return self._pull(batch, deadline, hb, prio, no_wait_first=batch > 1)
+                    return self._pull(batch, deadline, hb, alarm, prio, no_wait_first=batch > 1)
                 except PinLost:
                     continue
             raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
@@ -339,6 +347,7 @@ class PullSubscription:
         batch: int,
         deadline: Deadline,
         hb: Optional[float],
+        alarm: float,
         prio: Optional[PullPriority],
         no_wait_first: bool,
     ) -> List[Msg]:
@@ -356,7 +365,9 @@ class PullSubscription:
                 body = pull_request_body(batch, no_wait=True, priority=prio, pin_id=pin)
                 self._send(body, inbox)
             else:
-                watch = self._send_long(sub, inbox, batch, deadline, hb, prio, unsub_after=batch)
+                watch = self._send_long(
+                    sub, inbox, batch, deadline, hb, alarm, prio, unsub_after=batch
+                )
                 auto_unsub = hb is None
             while len(msgs) < batch:
                 if waiting and msgs:
@@ -391,7 +402,7 @@ class PullSubscription:
                     finished = False
                     waiting = True
                     watch = self._send_long(
-                        sub, inbox, batch, deadline, hb, prio, unsub_after=batch + 1
+                        sub, inbox, batch, deadline, hb, alarm, prio, unsub_after=batch + 1
                     )
                     auto_unsub = hb is None
                     continue
@@ -422,6 +433,7 @@ class PullSubscription:
         batch: int,
         deadline: Deadline,
         hb: Optional[float],
+        alarm: float,
         prio: Optional[PullPriority],
         unsub_after: int,
     ) -> Optional[HeartbeatWatch]:
@@ -437,7 +449,7 @@ class PullSubscription:
             pin_id=self._pins.for_pull(prio),
         )
         self._send(body, inbox)
-        return HeartbeatWatch(hb) if hb is not None else None
+        return HeartbeatWatch(hb, alarm) if hb is not None else None
 
     # --- the rest -----------------------------------------------------------------------
 

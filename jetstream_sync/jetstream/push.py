@@ -29,7 +29,7 @@ from ..msg import Msg
 from ..subscription import Subscription
 from . import api
 from .ack import ACK_NONE, sequences
-from .status import status_error
+from .status import check_alarm, status_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import JetStream
@@ -320,7 +320,7 @@ class PushSubscriber:
         this many idle heartbeat intervals without anything, NoHeartbeatError goes to
         error_cb (an ordered consumer rebuilds its chain instead)."""
         js: JetStream = self  # type: ignore[assignment]
-        alarm = _check_alarm(heartbeat_alarm)
+        alarm = check_alarm(heartbeat_alarm)
         if ordered_consumer:
             if durable or queue or manual_ack or (config is not None and config.durable_name):
                 raise errors.InvalidArgumentError(
@@ -375,7 +375,7 @@ class PushSubscriber:
     ) -> JetStreamSubscription:
         """Subscribe to an existing push consumer, by stream and name."""
         js: JetStream = self  # type: ignore[assignment]
-        alarm = _check_alarm(heartbeat_alarm)
+        alarm = check_alarm(heartbeat_alarm)
         return _subscribe(
             js,
             None,
@@ -562,15 +562,6 @@ def _attach(
         pending_bytes_limit,
     )
     return jsub
-
-
-def _check_alarm(alarm: Any) -> float:
-    """The heartbeat alarm factor: more than one interval, or every heartbeat is late."""
-    if isinstance(alarm, bool) or not isinstance(alarm, (int, float)) or not alarm > 1:
-        raise errors.InvalidArgumentError(
-            f"heartbeat_alarm must be a number of idle heartbeat intervals > 1, got {alarm!r}"
-        )
-    return float(alarm)
 
 
 def _wrap_cb(

@@ -10,7 +10,7 @@ a legacy fetch raises on a limit that a consume() loop only reports.
 from __future__ import annotations
 
 import time
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from .. import errors
 from ..msg import Msg
@@ -22,10 +22,12 @@ __all__ = [
     "LIMIT",
     "NO_MESSAGES",
     "PIN_MISMATCH",
+    "PULL_HEARTBEAT_ALARM",
     "REQUEST_TIMEOUT",
     "RETRY",
     "TERMINAL",
     "HeartbeatWatch",
+    "check_alarm",
     "classify",
     "pending_counts",
     "status_error",
@@ -114,6 +116,18 @@ def pending_counts(msg: Msg) -> Tuple[int, int]:
     except ValueError:
         return 0, 0
     return n, b
+
+
+PULL_HEARTBEAT_ALARM = 2.0  # missed intervals before NoHeartbeatError on a pull (ADR-37)
+
+
+def check_alarm(alarm: Any) -> float:
+    """A ``heartbeat_alarm`` factor: more than one interval, or every heartbeat is late."""
+    if isinstance(alarm, bool) or not isinstance(alarm, (int, float)) or not alarm > 1:
+        raise errors.InvalidArgumentError(
+            f"heartbeat_alarm must be a number of idle heartbeat intervals > 1, got {alarm!r}"
+        )
+    return float(alarm)
 
 
 class HeartbeatWatch:

@@ -410,3 +410,71 @@ def test_ordered_consumer_rebuilds_after_missed_heartbeats(
             threading.Timer(1.0, resume_and_publish).start()
             assert int(it.next(timeout=20).data) == 1
         assert oc.resets >= 1
+
+
+def test_ordered_heartbeat_alarm_is_configurable(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    """The same pause as above, with an alarm at 1,000 intervals (200 s): no rebuild."""
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, ping_interval=60) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="OHA", subjects=["oha"])
+        js.publish("oha", b"0")
+        oc = js.ordered_consumer("OHA")
+        for bad in (1, 0.5, "3", True, float("nan")):
+            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+                oc.messages(expires=2, heartbeat=0.2, heartbeat_alarm=bad)
+            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+                oc.consume(lambda m: None, expires=2, heartbeat=0.2, heartbeat_alarm=bad)
+        with oc.messages(max_messages=5, expires=2, heartbeat=0.2, heartbeat_alarm=1000) as it:
+            assert int(it.next(timeout=10).data) == 0
+            srv.pause()
+
+            def resume_and_publish() -> None:
+                srv.resume()
+                js.publish("oha", b"1", timeout=15)
+
+            threading.Timer(1.0, resume_and_publish).start()
+            assert int(it.next(timeout=20).data) == 1
+        assert oc.resets == 0
+
+
+def test_heartbeat_alarm_is_set_per_consume(server_factory: Callable[..., NATSServer]) -> None:
+    """Two consume loops lose their heartbeats together: the default alarm (2 intervals)
+    goes off, one of 1,000 intervals (200 s) does not."""
+    srv = server_factory(jetstream=True)
+    errs = Errors()
+    with nats.connect(srv.url, error_cb=errs, ping_interval=60) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="HA", subjects=["ha"])
+        quick = js.create_or_update_consumer("HA", durable_name="quick")
+        patient = js.create_or_update_consumer("HA", durable_name="patient")
+        for bad in (1, 0, -2, "3", True, None):
+            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+                patient.consume(lambda m: None, expires=2, heartbeat=0.2, heartbeat_alarm=bad)
+            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+                patient.messages(expires=2, heartbeat=0.2, heartbeat_alarm=bad)
+            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+                patient.fetch(1, max_wait=2, heartbeat=0.2, heartbeat_alarm=bad)
+        c1 = quick.consume(lambda m: None, expires=2, heartbeat=0.2)
+        c2 = patient.consume(lambda m: None, expires=2, heartbeat=0.2, heartbeat_alarm=1000)
+        try:
+            for name in ("quick", "patient"):
+                wait_until(
+                    lambda n=name: js.consumer_info("HA", n).num_waiting == 1,
+                    what=f"the {name} pull",
+                )
+            srv.pause()
+            try:
+                wait_until(lambda: any("'quick'" in str(e) for e in alarms(errs)), what="the alarm")
+            finally:
+                srv.resume()
+            assert not [e for e in alarms(errs) if "'patient'" in str(e)]
+        finally:
+            c1.stop()
+            c2.stop()
+
+
+def alarms(errs: Errors) -> List[Exception]:
+    return [e for e in errs.seen if isinstance(e, nats.NoHeartbeatError)]

@@ -286,6 +286,35 @@ def test_missing_heartbeats_raise(server_factory: Callable[..., NATSServer]) -> 
             srv.resume()
 
 
+def test_heartbeat_alarm_sets_how_long_a_fetch_waits_for_signs_of_life(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    """As above, with an alarm at 100 intervals (20 s): the 3 s fetch runs out first."""
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, ping_interval=30) as nc, nats.connect(srv.url) as watcher:
+        js = nc.jetstream()
+        js.add_stream(name="HA", subjects=["ha"])
+        psub = js.pull_subscribe("ha", durable="w")
+        for bad in (1, 0.5, "3", True):
+            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+                psub.fetch(5, timeout=3, heartbeat=0.2, heartbeat_alarm=bad)
+        wjs = watcher.jetstream()
+
+        def pause_when_the_pull_waits() -> None:
+            wait_until(lambda: wjs.consumer_info("HA", "w").num_waiting == 1, what="the pull")
+            srv.pause()
+
+        t = threading.Thread(target=pause_when_the_pull_waits)
+        t.start()
+        try:
+            with pytest.raises(nats.TimeoutError):
+                psub.fetch(5, timeout=3, heartbeat=0.2, heartbeat_alarm=100)
+        finally:
+            t.join(15)
+            srv.resume()
+        assert not t.is_alive()
+
+
 def test_close_wakes_a_waiting_fetch(nats_server: NATSServer) -> None:
     nc = nats.connect(nats_server.url)
     js = nc.jetstream()

@@ -10,7 +10,8 @@ import pytest
 from freezegun import freeze_time
 
 from jetstream_sync import errors
-from jetstream_sync.jetstream.push import HEARTBEAT_ALARM, JetStreamSubscription, _check_alarm
+from jetstream_sync.jetstream.push import HEARTBEAT_ALARM, JetStreamSubscription
+from jetstream_sync.jetstream.status import check_alarm
 
 
 class FakeClient:
@@ -72,5 +73,5 @@ def test_alarm_factor_is_configurable() -> None:
 @pytest.mark.parametrize("bad", [1, 0.5, -3, True, "3", None])
 def test_alarm_factor_must_be_more_than_one_interval(bad: Any) -> None:
     with pytest.raises(errors.InvalidArgumentError, match="heartbeat_alarm"):
-        _check_alarm(bad)
-    assert _check_alarm(2) == 2.0
+        check_alarm(bad)
+    assert check_alarm(2) == 2.0
