@@ -63,10 +63,25 @@ def nc(cluster: NATSCluster, errors_seen: Errors) -> Iterator[nats.Client]:
 
 @pytest.fixture
 def js(nc: nats.Client) -> JetStream:
+    create_r3_stream(nc)
     js = nc.jetstream(timeout=10.0)
-    js.add_stream(name=STREAM, subjects=["fail.>"], num_replicas=3, allow_direct=True)
     wait_until(lambda: js.stream_info(STREAM).cluster.leader, 30, "stream leader")  # type: ignore[union-attr]
     return js
+
+
+def create_r3_stream(nc: nats.Client) -> None:
+    """The server answers a create once the new stream's raft group has a leader. On a
+    loaded machine its first election can fail, and the next one comes seconds later: a
+    10 s wait timed out in CI twice. Allow 30 s, and ask once more if no answer came
+    (creating the same stream again is no error)."""
+    slow = nc.jetstream(timeout=30.0)
+    for attempt in range(2):
+        try:
+            slow.add_stream(name=STREAM, subjects=["fail.>"], num_replicas=3, allow_direct=True)
+            return
+        except nats.TimeoutError:
+            if attempt:
+                raise
 
 
 def leader(js: JetStream) -> str:
