@@ -34,12 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-SCRIPT = os.path.abspath(__file__)
-
-# Run as a script the folder is on sys.path already; as a module (python -m benchmarks.X)
-# it is put there, so the harness is always the one module "_harness".
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import (  # noqa: E402
+from _harness import (
     Outcome,
     _cores,
     _cpu_model,
@@ -49,7 +44,9 @@ from _harness import (  # noqa: E402
     emit,
     proc_cpu,
 )
-from _harness import run_child as _run_child  # noqa: E402
+from _harness import run_child as _run_child
+
+SCRIPT = os.path.abspath(__file__)
 
 MSG_SIZE = 128
 PAYLOAD = b"x" * MSG_SIZE

@@ -31,9 +31,6 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-# Run as a script the folder is on sys.path already; as a module (python -m benchmarks.X)
-# it is put there, so the harness is always the one module "_harness".
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import _cores, _cpu_model, _fmt_int, _server_version, _version, proc_cpu
 
 MSG_SIZE = 128
