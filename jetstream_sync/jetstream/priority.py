@@ -151,8 +151,16 @@ def pull_priority(
     """Check a pull's priority options against the consumer's config (point 2): a group is
     required when it has priority groups and refused when it has none; the thresholds go
     with overflow, ``priority`` with prioritized. None for a consumer without groups."""
-    policy = config.priority_policy
     groups = config.priority_groups or []
+    if (
+        not groups
+        and group is None
+        and min_pending is None
+        and min_ack_pending is None
+        and priority is None
+    ):
+        return None  # asked on every pull: the common case first, with nothing to check
+    policy = config.priority_policy
     lo = _check_threshold(min_pending, "min_pending")
     la = _check_threshold(min_ack_pending, "min_ack_pending")
     if priority is not None and (

@@ -140,7 +140,6 @@ class PullSubscription:
         self._one_ids = itertools.count(1)
         self._closed = False
         self._config = info.config  # its priority groups decide what a pull must say
-        self._grouped = bool(info.config.priority_groups)
         self._fetch_what = f"fetch from {self._where}"
         # fetch(1)'s no_wait pull, framed once: only its reply (an inbox) changes.
         self._one_pull = self._nc._fixed_request(self._next_subject, _NO_WAIT_ONE)
@@ -189,18 +188,9 @@ class PullSubscription:
         alarm = heartbeat_alarm
         if alarm is not PULL_HEARTBEAT_ALARM:
             alarm = check_alarm(alarm)
-        if (
-            self._grouped
-            or group is not None
-            or min_pending is not None
-            or min_ack_pending is not None
-            or priority is not None
-        ):
-            prio = pull_priority(
-                self._config, self._where, group, min_pending, min_ack_pending, priority
-            )
-        else:
-            prio = None  # what pull_priority says of a consumer without groups, checked less
+        prio = pull_priority(
+            self._config, self._where, group, min_pending, min_ack_pending, priority
+        )
         t = check_timeout(timeout, "fetch timeout")
         if t <= 0:
             raise errors.BadTimeoutError("fetch timeout must be > 0 seconds")
