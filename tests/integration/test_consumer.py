@@ -15,6 +15,7 @@ from jetstream_sync import AckPolicy
 from jetstream_sync.jetstream.ack import ACK_NONE
 from jetstream_sync.jetstream.consumer import ConsumeContext, PullConsumer
 from jetstream_sync.jetstream.context import JetStream
+from jetstream_sync.jetstream.ordered import OrderedConsumer
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
 
@@ -393,51 +394,43 @@ def test_ordered_consumer_carries_on_through_a_server_restart(
 def test_ordered_consumer_rebuilds_after_missed_heartbeats(
     server_factory: Callable[..., NATSServer],
 ) -> None:
-    srv = server_factory(jetstream=True)
-    with nats.connect(srv.url, ping_interval=60) as nc:
-        js = nc.jetstream()
-        js.add_stream(name="OHB", subjects=["ohb"])
-        js.publish("ohb", b"0")
-        oc = js.ordered_consumer("OHB")
-        with oc.messages(max_messages=5, expires=2, heartbeat=0.2) as it:
-            assert int(it.next(timeout=10).data) == 0
-            srv.pause()  # no heartbeats while next() waits
-
-            def resume_and_publish() -> None:
-                srv.resume()
-                js.publish("ohb", b"1", timeout=15)
-
-            threading.Timer(1.0, resume_and_publish).start()
-            assert int(it.next(timeout=20).data) == 1
-        assert oc.resets >= 1
+    oc = _ordered_through_a_pause(server_factory(jetstream=True), "OHB")
+    assert oc.resets >= 1
 
 
 def test_ordered_heartbeat_alarm_is_configurable(
     server_factory: Callable[..., NATSServer],
 ) -> None:
-    """The same pause as above, with an alarm at 1,000 intervals (200 s): no rebuild."""
-    srv = server_factory(jetstream=True)
+    """The same pause, with an alarm at 1,000 intervals (200 s): no rebuild."""
+    oc = _ordered_through_a_pause(server_factory(jetstream=True), "OHA", heartbeat_alarm=1000)
+    assert oc.resets == 0
+    for bad in (1, 0.5, "3", True, float("nan")):
+        with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+            oc.messages(expires=2, heartbeat=0.2, heartbeat_alarm=bad)
+        with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
+            oc.consume(lambda m: None, expires=2, heartbeat=0.2, heartbeat_alarm=bad)
+
+
+def _ordered_through_a_pause(srv: NATSServer, stream: str, **alarm: float) -> OrderedConsumer:
+    """An ordered consumer (heartbeat 0.2 s) takes message 0, the server pauses for 1 s
+    (no heartbeats while next() waits), then message 1 comes; the consumer, for its resets."""
     with nats.connect(srv.url, ping_interval=60) as nc:
         js = nc.jetstream()
-        js.add_stream(name="OHA", subjects=["oha"])
-        js.publish("oha", b"0")
-        oc = js.ordered_consumer("OHA")
-        for bad in (1, 0.5, "3", True, float("nan")):
-            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
-                oc.messages(expires=2, heartbeat=0.2, heartbeat_alarm=bad)
-            with pytest.raises(nats.InvalidArgumentError, match="heartbeat_alarm"):
-                oc.consume(lambda m: None, expires=2, heartbeat=0.2, heartbeat_alarm=bad)
-        with oc.messages(max_messages=5, expires=2, heartbeat=0.2, heartbeat_alarm=1000) as it:
+        subject = stream.lower()
+        js.add_stream(name=stream, subjects=[subject])
+        js.publish(subject, b"0")
+        oc = js.ordered_consumer(stream)
+        with oc.messages(max_messages=5, expires=2, heartbeat=0.2, **alarm) as it:
             assert int(it.next(timeout=10).data) == 0
             srv.pause()
 
             def resume_and_publish() -> None:
                 srv.resume()
-                js.publish("oha", b"1", timeout=15)
+                js.publish(subject, b"1", timeout=15)
 
             threading.Timer(1.0, resume_and_publish).start()
             assert int(it.next(timeout=20).data) == 1
-        assert oc.resets == 0
+        return oc
 
 
 def test_heartbeat_alarm_is_set_per_consume(server_factory: Callable[..., NATSServer]) -> None:
