@@ -407,15 +407,16 @@ def check_publish_subject(subject: Any, what: str = "subject") -> str:
     return subject  # type: ignore[no-any-return]
 
 
-def check_subscribe_subject(subject: Any) -> str:
-    """A subscribe subject: like publish, but ``*`` tokens and a final ``>`` are allowed."""
-    _check_common(subject, "subject")
+def check_subscribe_subject(subject: Any, what: str = "subject") -> str:
+    """A subscribe subject (or a consumer's filter): like publish, but ``*`` tokens and a
+    final ``>`` are allowed."""
+    _check_common(subject, what)
     tokens = subject.split(".")
     for i, token in enumerate(tokens):
         if not token:
-            raise BadSubjectError(f"subject {subject!r} has an empty token")
+            raise BadSubjectError(f"{what} {subject!r} has an empty token")
         if token == ">" and i != len(tokens) - 1:
-            raise BadSubjectError(f"subject {subject!r}: '>' must be the last token")
+            raise BadSubjectError(f"{what} {subject!r}: '>' must be the last token")
     return subject  # type: ignore[no-any-return]
 
 

@@ -1232,6 +1232,24 @@ class Client:
         :class:`~jetstream_sync.TimeoutError` when no reply came in time.
         """
         t = check_timeout(timeout, "request timeout")
+        return self._request(subject, data, t, headers, None)
+
+    def _api_request(self, subject: str, data: bytes, timeout: float) -> Msg:
+        """A request on a subject JetStream built from checked parts. A consumer-create
+        subject ends with the consumer's filter, wildcards included (the server and nats.go
+        do so), which the check of a user's publish subject refuses: only the subscribe
+        rules apply here."""
+        proto.check_subscribe_subject(subject)
+        return self._request(subject, data, timeout, None, b"PUB %b " % subject.encode())
+
+    def _request(
+        self,
+        subject: str,
+        data: bytes,
+        t: float,
+        headers: Optional[HeadersLike],
+        prefix: Optional[bytes],
+    ) -> Msg:
         self._check_open("request")
         self._ensure_resp_sub()
         token = str(next(self._req_ids))
@@ -1241,7 +1259,15 @@ class Client:
         if conn is not None and conn.inline:
             conn.quiet_begin()  # the reply is ours to read: the network thread sleeps on
         try:
-            self._send_request(subject, data, self._resp_prefix + token, headers)
+            if prefix is None:
+                self._send_request(subject, data, self._resp_prefix + token, headers)
+            else:  # (never through the publish cache, which holds checked subjects only)
+                data = _as_bytes(data)
+                n = len(data)
+                self._check_payload(n)
+                reply = (self._resp_prefix + token).encode()
+                size = _SIZE_LINES.get(n) or _size_line(n)
+                self._send_frame(b"".join((prefix, reply, b" ", size, data, _CRLF)), n)
             if not self._await(waiter, t):
                 raise errors.TimeoutError(f"request on {subject!r}: no reply within {t} s")
         finally:

@@ -325,9 +325,58 @@ class APIError(JetStreamError):
         self.code = code
         self.err_code = err_code
         self.description = description
-        self.subject = subject
-        where = f" ({subject})" if subject else ""
+        self.subject = subject  # the API subject, for programs; the message says it in words
+        where = f" ({api_call_words(subject)})" if subject else ""
         super().__init__(f"{description} [code={code} err_code={err_code}]{where}")
+
+
+# The API operations by their subject tokens, and the names their next tokens carry.
+_API_CALLS = {
+    "STREAM.CREATE": ("create stream", ("stream",)),
+    "STREAM.UPDATE": ("update stream", ("stream",)),
+    "STREAM.INFO": ("stream info", ("stream",)),
+    "STREAM.DELETE": ("delete stream", ("stream",)),
+    "STREAM.PURGE": ("purge stream", ("stream",)),
+    "STREAM.NAMES": ("list stream names", ()),
+    "STREAM.LIST": ("list streams", ()),
+    "STREAM.MSG.GET": ("get message", ("stream",)),
+    "STREAM.MSG.DELETE": ("delete message", ("stream",)),
+    "DIRECT.GET": ("direct get", ("stream",)),
+    "CONSUMER.CREATE": ("create consumer", ("stream", "consumer", "filter")),
+    "CONSUMER.DURABLE.CREATE": ("create consumer", ("stream", "consumer")),
+    "CONSUMER.INFO": ("consumer info", ("stream", "consumer")),
+    "CONSUMER.DELETE": ("delete consumer", ("stream", "consumer")),
+    "CONSUMER.NAMES": ("list consumer names", ("stream",)),
+    "CONSUMER.LIST": ("list consumers", ("stream",)),
+    "CONSUMER.PAUSE": ("pause consumer", ("stream", "consumer")),
+    "CONSUMER.UNPIN": ("unpin consumer", ("stream", "consumer")),
+    "CONSUMER.MSG.NEXT": ("pull", ("stream", "consumer")),
+    "INFO": ("account info", ()),
+}
+
+
+def api_call_words(subject: str) -> str:
+    """What a JetStream API subject asks, in words: ``$JS.API.CONSUMER.INFO.S.c`` is
+    "consumer info, stream 'S', consumer 'c'". Errors name what the user asked for, not the
+    internal subject it went on."""
+    tokens = subject.split(".")
+    try:
+        start = tokens.index("API") + 1
+    except ValueError:
+        return subject
+    for n in (3, 2, 1):
+        op = ".".join(tokens[start : start + n])
+        if op in _API_CALLS:
+            words, names = _API_CALLS[op]
+            rest = tokens[start + n :]
+            parts = [words]
+            for i, kind in enumerate(names):
+                if i >= len(rest):
+                    break
+                value = ".".join(rest[i:]) if kind == "filter" else rest[i]
+                parts.append(f"{kind} {value!r}")
+            return ", ".join(parts)
+    return "JetStream API call " + ".".join(tokens[start:])
 
 
 class StreamNotFoundError(APIError):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 from .. import errors
 from .._protocol import check_publish_subject
 from .._timeouts import check_timeout
+from ..errors import api_call_words
 from ._response import parse_api_response
 from .advisories import AdvisoryWatching
 from .consumer import ConsumerFactory
@@ -103,11 +104,15 @@ class JetStream(
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
         try:
-            reply = self._nc.request(subject, payload, timeout=t)
+            reply = self._nc._api_request(subject, payload, t)
+        except errors.TimeoutError:
+            raise errors.TimeoutError(
+                f"JetStream API: no answer to {api_call_words(subject)} within {t} s"
+            ) from None
         except errors.NoRespondersError:
             domain = f", or domain {self._domain!r} does not exist" if self._domain else ""
             raise errors.JetStreamNotEnabledError(
-                f"nobody answered on {subject}: JetStream is not enabled on this server "
-                f"or account{domain}"
+                f"nobody answered {api_call_words(subject)}: JetStream is not enabled on "
+                f"this server or account{domain}"
             ) from None
         return parse_api_response(reply.data, subject)

@@ -282,6 +282,7 @@ class JetStreamManager:
             name = self._nc.new_inbox().rsplit(".", 1)[1]  # an ephemeral: the client names it
             cfg = dataclasses.replace(cfg, name=name)
         api.check_consumer_name(name)
+        _check_filters(cfg)
         body: Dict[str, Any] = {"stream_name": stream, "config": cfg.to_dict()}
         if self._legacy_consumer_api():
             # Servers before 2.9 know only these subjects, and no actions.
@@ -379,6 +380,20 @@ class JetStreamManager:
             offset += len(items)
             if not items or offset >= total:
                 return
+
+
+def _check_filters(cfg: api.ConsumerConfig) -> None:
+    """A consumer's filters are subscribe subjects: ``*`` and ``>`` are what they are for.
+    Checked here so that a bad one is named as the user wrote it."""
+    if cfg.filter_subject is not None:
+        check_subscribe_subject(cfg.filter_subject, "filter_subject")
+    if cfg.filter_subjects is not None:
+        if isinstance(cfg.filter_subjects, str) or not isinstance(cfg.filter_subjects, list):
+            raise errors.InvalidArgumentError(
+                f"filter_subjects must be a list of subjects, got {cfg.filter_subjects!r}"
+            )
+        for f in cfg.filter_subjects:
+            check_subscribe_subject(f, "filter_subjects entry")
 
 
 def _positive(value: Any, what: str, allow_zero: bool = False) -> int:
