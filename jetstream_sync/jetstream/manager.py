@@ -249,7 +249,8 @@ class JetStreamManager:
         self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
     ) -> api.ConsumerInfo:
         """Create a consumer; the same config again is fine, a different one is
-        :class:`ConsumerAlreadyExistsError`."""
+        :class:`ConsumerAlreadyExistsError`. ``ack_policy`` defaults to explicit, as in
+        nats-py (the server's own default, none, would make every ack a no-op)."""
         return self._upsert_consumer(stream, config, fields, "create")
 
     def update_consumer(
@@ -268,8 +269,9 @@ class JetStreamManager:
         stream = api.check_stream_name(stream)
         cfg = _config(api.ConsumerConfig, config, fields, "config")
         check_priority_config(cfg)  # ADR-42's rules, before anything is sent
-        if cfg.priority_groups and cfg.ack_policy is None:
-            # The server's own default is ack none, which priority groups do not allow.
+        if cfg.ack_policy is None:
+            # The server's own default is ack none: every ack() a silent no-op, nothing ever
+            # redelivered. Explicit, as nats-py's ConsumerConfig and pull_subscribe default.
             cfg = dataclasses.replace(cfg, ack_policy=api.AckPolicy.EXPLICIT)
         if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
             raise errors.InvalidArgumentError(

@@ -44,6 +44,7 @@ from .. import errors
 from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
+from ._binding import check_filter_matches, config_differences
 from .priority import PinLost, PinState, PullPriority, pull_priority
 from .status import (
     END,
@@ -107,6 +108,12 @@ def pull_request_body(
 _NO_WAIT_ONE = pull_request_body(1, no_wait=True)
 
 
+def _check_flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise errors.InvalidArgumentError(f"delete_consumer must be a bool, got {value!r}")
+    return value
+
+
 def _check_batch(batch: Any) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise errors.InvalidArgumentError(f"batch must be an int >= 1, got {batch!r}")
@@ -130,7 +137,9 @@ class PullSubscription:
         self.stream = stream
         self.consumer = consumer
         self.subject = subject
-        self._created = created  # the library made the consumer: it deletes it (ADR-15)
+        # Only an ephemeral the library made is deleted on unsubscribe/drain. A durable is
+        # state its user owns: worker pools share it, and a restart must find its acks.
+        self._owned = created and not info.config.durable_name
         self._where = f"pull consumer {consumer!r} of stream {stream!r}"
         self._next_subject = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         self._q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
@@ -175,7 +184,9 @@ class PullSubscription:
     ) -> List[Msg]:
         """Up to ``batch`` messages: those already waiting at once, else the first ones to
         come within ``timeout``. Raises :class:`~jetstream_sync.TimeoutError` when none
-        came; ``heartbeat`` asks the server for idle heartbeats during a long pull, and
+        came. ``timeout=0`` waits for nothing new: one no_wait pull takes what the stream
+        has now (its answer is waited for, up to the JetStream timeout). ``heartbeat`` asks
+        the server for idle heartbeats during a long pull, and
         :class:`NoHeartbeatError` when ``heartbeat_alarm`` (default 2) intervals pass
         without anything.
 
@@ -192,8 +203,7 @@ class PullSubscription:
             self._config, self._where, group, min_pending, min_ack_pending, priority
         )
         t = check_timeout(timeout, "fetch timeout")
-        if t <= 0:
-            raise errors.BadTimeoutError("fetch timeout must be > 0 seconds")
+        no_wait = t == 0
         hb: Optional[float] = None
         if heartbeat is not None:
             hb = check_timeout(heartbeat, "heartbeat")
@@ -202,7 +212,8 @@ class PullSubscription:
                     f"heartbeat must be > 0 and at most half the fetch timeout ({t} s), "
                     f"got {heartbeat!r}"
                 )
-        deadline = Deadline(t, self._fetch_what)
+        # With timeout=0 the deadline bounds only the wait for the no_wait pull's answer.
+        deadline = Deadline(self._js._timeout if no_wait else t, self._fetch_what)
         if not self._lock.acquire(timeout=t):
             raise errors.TimeoutError(
                 f"fetch from {self._where}: another thread's fetch held it for {t} s"
@@ -222,7 +233,17 @@ class PullSubscription:
                         msgs = self._no_wait_one(deadline, prio)
                         if msgs:
                             return msgs
-                    return self._pull(batch, deadline, hb, alarm, prio, no_wait_first=batch > 1)
+                        if no_wait:
+                            break
+                    return self._pull(
+                        batch,
+                        deadline,
+                        hb,
+                        alarm,
+                        prio,
+                        no_wait_first=batch > 1,
+                        long_pull=not no_wait,
+                    )
                 except PinLost:
                     continue
             raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
@@ -340,7 +361,10 @@ class PullSubscription:
         alarm: float,
         prio: Optional[PullPriority],
         no_wait_first: bool,
+        long_pull: bool = True,
     ) -> List[Msg]:
+        """One pull of up to ``batch``: a no_wait pull first when ``no_wait_first``, and a
+        long pull on the same inbox when that finds nothing and ``long_pull`` allows."""
         nc = self._nc
         inbox = nc.new_inbox()
         sub = nc._subscribe(inbox, None, None, None, _BIG, _BIG, hook=self._on_msg)
@@ -387,8 +411,11 @@ class PullSubscription:
                 if msg.subject != inbox or kind is HEARTBEAT:
                     continue  # a status for an earlier pull, or a sign of life
                 finished = True
-                if kind is NO_MESSAGES and not waiting and not msgs:
-                    # Nothing there yet: wait for it with a long pull on the same inbox.
+                if (kind is NO_MESSAGES or kind is REQUEST_TIMEOUT) and not waiting and not msgs:
+                    if not long_pull:
+                        break
+                    # Nothing there yet (404), or other clients' pulls wait before ours (408
+                    # Requests Pending): wait for it with a long pull on the same inbox.
                     finished = False
                     waiting = True
                     watch = self._send_long(
@@ -451,20 +478,22 @@ class PullSubscription:
         """Messages received after their fetch returned; the next fetch returns them."""
         return self._q.qsize()
 
-    def unsubscribe(self) -> None:
-        """Stop: remove the inboxes, and delete the consumer if pull_subscribe made it.
+    def unsubscribe(self, delete_consumer: bool = False) -> None:
+        """Stop: remove the inboxes. An ephemeral consumer pull_subscribe made is deleted; a
+        durable one stays (other workers may share it, and it keeps what was acked) unless
+        ``delete_consumer`` asks. An error deleting it is raised.
 
         Messages still queued (see ``pending``) are not acked: the server redelivers
         them after their ack wait.
         """
-        self._close(drain_timeout=None)
+        self._close(None, _check_flag(delete_consumer))
 
-    def drain(self, timeout: float = 30.0) -> None:
+    def drain(self, timeout: float = 30.0, delete_consumer: bool = False) -> None:
         """Let a running fetch finish and the messages already sent arrive, then stop as
-        ``unsubscribe`` does."""
-        self._close(drain_timeout=check_timeout(timeout, "drain timeout"))
+        ``unsubscribe`` does; an error deleting the consumer goes to error_cb (seed 001)."""
+        self._close(check_timeout(timeout, "drain timeout"), _check_flag(delete_consumer))
 
-    def _close(self, drain_timeout: Optional[float]) -> None:
+    def _close(self, drain_timeout: Optional[float], delete_consumer: bool) -> None:
         if self._closed:
             return
         got = self._lock.acquire(timeout=drain_timeout if drain_timeout is not None else 0.0)
@@ -474,11 +503,15 @@ class PullSubscription:
                 self._nc._unsubscribe(self._one_sub)
             if drain_timeout is not None and self._nc.is_connected:
                 self._nc.flush(drain_timeout)
-            if self._created and not self._nc.is_closed:
+            if (self._owned or delete_consumer) and not self._nc.is_closed:
                 try:
                     self._js.delete_consumer(self.stream, self.consumer)
                 except errors.ConsumerNotFoundError:
                     pass
+                except errors.NATSError as exc:
+                    if drain_timeout is None:
+                        raise
+                    self._nc._report(exc)
         finally:
             if got:
                 self._lock.release()
@@ -523,6 +556,8 @@ class PullSubscriber:
                 raise errors.InvalidArgumentError(
                     "a pull consumer has no deliver_subject (that makes a push consumer)"
                 )
+            if subject is not None:
+                check_filter_matches(subject, config)
         if stream is None:
             if subject is None:
                 raise errors.InvalidArgumentError("pull_subscribe needs a subject or a stream")
@@ -533,7 +568,10 @@ class PullSubscriber:
         if durable is not None:
             try:
                 info = js.consumer_info(stream, durable)
-            except errors.ConsumerNotFoundError:
+            except (errors.APIError, errors.TimeoutError):
+                # Not found, or the lookup failed (a slow or changing leader): a pull
+                # subscriber goes on to create it (seed 001, "Consumer name"), and the
+                # create tells whether it exists after all.
                 info = None
         created = False
         if info is None:
@@ -557,7 +595,7 @@ class PullSubscriber:
 
 
 # Fields a binding call may leave to the consumer: its names and what the subject decides.
-_NOT_COMPARED = frozenset({"name", "durable_name", "filter_subject", "filter_subjects", "extra"})
+_NOT_COMPARED = frozenset({"name", "durable_name", "filter_subject", "filter_subjects"})
 
 
 def _check_bound(
@@ -587,13 +625,7 @@ def _check_bound(
                 f"subject {subject!r} does not match the filter of {where}: {filters}"
             )
     if config is not None:
-        differ = []
-        for f in dataclasses.fields(config):
-            if f.name in _NOT_COMPARED:
-                continue
-            want = getattr(config, f.name)
-            if want is not None and want != getattr(have, f.name):
-                differ.append(f"{f.name} (asked {want!r}, has {getattr(have, f.name)!r})")
+        differ = config_differences(config, have, _NOT_COMPARED)
         if differ:
             raise errors.InvalidArgumentError(
                 f"{where} exists with another configuration, not changed: {', '.join(differ)}"
