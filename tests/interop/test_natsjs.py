@@ -486,12 +486,6 @@ def test_shared_durable_with_a_wildcard_filter_natsjs_leaves(
     assert left.num_pending == 0 and left.num_ack_pending == 0
 
 
-@pytest.mark.xfail(
-    strict=False,
-    raises=nats.ConsumerNotFoundError,
-    reason="pull_subscribe deletes the durable it created on unsubscribe(); a fix making it "
-    "never delete a durable implicitly is in progress",
-)
 def test_shared_durable_with_a_wildcard_filter_we_leave(
     js: JetStream, stream: str, natsjs: Callable[[], NodePeer]
 ) -> None:
