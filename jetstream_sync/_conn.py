@@ -84,6 +84,10 @@ class Move:
 class Conn:
     """One live socket and the parser reading it.
 
+    The socket is non-blocking once the handshake is done: no thread ever waits inside a
+    socket call (reads wait in poll/epoll, writes in Client._write_slow), so a peer that
+    stops reading can hold no lock and no caller's deadline.
+
     ``inline``: a plain TCP socket on a platform with poll(), which any thread holding the
     read lock may read (see Client._await); TLS sockets are read by the network thread only.
 
@@ -94,15 +98,18 @@ class Conn:
     """
 
     __slots__ = (
+        "broken",
         "ep",
         "info",
         "inline",
         "parser",
+        "progress_at",
         "quiet",
         "quiet_lock",
         "reader_left",
         "server",
         "sock",
+        "tail",
     )
 
     def __init__(
@@ -119,6 +126,16 @@ class Conn:
         # Set when the network thread has stopped waiting on ``ep``: closing a socket
         # removes it from an epoll set, and can swallow the wake-up its shutdown() sent.
         self.reader_left = threading.Event()
+        # Writes never block (the socket is non-blocking after the handshake): what the
+        # kernel did not take is ``tail``, written before anything else, by whichever thread
+        # writes next (see Client._write_pending). Guarded by the client's send lock.
+        self.tail: Optional[memoryview] = None
+        # When the tail last shrank (or appeared): a tail that stays put for the client's
+        # write_timeout means the peer stopped reading, and the connection is stale.
+        self.progress_at = 0.0
+        # A write failed or stalled: the socket is shut down and the network thread will
+        # reconnect; nothing more is written on it.
+        self.broken = False
 
     def watch_mask(self) -> int:
         """What the network thread's epoll waits for (errors and hang-ups always wake it)."""

@@ -8,9 +8,11 @@ Threads of one client, each short and stoppable:
   the read lock, so a thread blocked in request() or flush() may take the lock and read
   (and route) the next bytes itself: its answer then reaches it without a thread wake-up.
   Whoever reads, the same routing runs; disconnects are always handled here.
-* the **flusher** writes the shared write buffer with one ``sendall`` per wake-up, so
+* the **flusher** writes the shared write buffer with one ``send`` per wake-up, so
   publishes and acks from any thread are coalesced. Latency-sensitive calls (request,
-  flush) write the buffer themselves instead of waiting for it.
+  flush) write the buffer themselves instead of waiting for it. When the kernel's send
+  buffer is full, the flusher waits for room (select, no lock held) and writes the rest; a
+  write that makes no progress for ``write_timeout`` marks the connection stale.
 * the **timer thread** sends pings and detects a stale connection.
 * the **callback thread** runs the user's connection callbacks (error_cb, disconnected_cb,
   reconnected_cb, closed_cb) in order. Subscription callbacks run on their own
@@ -21,6 +23,12 @@ connected client appends without any lock: ``deque.append`` is atomic, and the f
 a batch atomically too (a ``None`` marker and ``iter(popleft, None)``, all in C). ``_wlock``
 guards state changes, the ping queue and control frames whose order matters; ``_send_lock``
 serialises writes to the socket (taken before ``_wlock`` whenever both are needed).
+
+Writes have deadlines too: after the handshake the socket is non-blocking, so no thread
+holds ``_send_lock`` (or any lock) across a write that waits. What the kernel did not take
+stays on the connection as its ``tail``, written first by the next writer; waiting for room
+happens outside every lock (``_write_slow``). A caller's timeout therefore holds whatever
+the peer does, and ``close()`` gives the buffer a bounded last chance, then shuts the socket.
 """
 
 from __future__ import annotations
@@ -78,6 +86,12 @@ _READ_SIZE = 256 * 1024
 # buffer itself instead of waking the flusher: a tight publish loop then never hands the GIL
 # to another thread, and memory stays bounded (back-pressure from the socket).
 _HIGH_WATER = 2048
+# close() gives what is buffered at most this long to leave (a peer that stops reading must
+# not hold close() up).
+_CLOSE_WRITE = 2.0
+# The longest a thread waiting for room in the send buffer sleeps before it looks at the
+# connection's state again (a shutdown wakes it sooner).
+_WRITE_SLICE = 0.5
 # Acks wait this long for a write that takes them along before the flusher is woken.
 _ACK_LINGER = 0.002
 # ...unless this many frames are waiting: then at once.
@@ -214,6 +228,7 @@ class Client:
         # the read lock): hooks that check a whole read at once register here.
         self._after_read: List[Callable[[], None]] = []
         self._last_error: Optional[errors.NATSError] = None
+        self._write_timeout: float = 10.0
 
     # --- connecting -------------------------------------------------------------------
 
@@ -244,6 +259,7 @@ class Client:
         reconnect_buf_size: int = 8 * 1024 * 1024,
         ping_interval: float = 120.0,
         max_outstanding_pings: int = 2,
+        write_timeout: float = 10.0,
         no_randomize: bool = False,
         echo: bool = True,
         inbox_prefix: str = "_INBOX",
@@ -312,6 +328,12 @@ class Client:
         self._max_outstanding_pings = _check_positive_int(
             max_outstanding_pings, "max_outstanding_pings"
         )
+        write_t = check_timeout(write_timeout, "write_timeout")
+        if not write_t:
+            raise errors.BadTimeoutError("write_timeout must be > 0 seconds")
+        # A write that makes no progress for this long: the peer stopped reading, and the
+        # connection is stale (then the reconnect path, as for unanswered pings).
+        self._write_timeout = write_t
         self._reconnect_buf_size = (
             _check_positive_int(reconnect_buf_size, "reconnect_buf_size") or 0
         )
@@ -391,7 +413,9 @@ class Client:
                     info = ev.data
                 elif ev is proto.PING:
                     sock.sendall(proto.PONG_FRAME)
-            sock.settimeout(None)
+            # Non-blocking from here on: reads wait in poll, and no write can block a thread
+            # (see _send). Inline reads pass MSG_DONTWAIT anyway.
+            sock.settimeout(0.0)
             max_payload = info.get("max_payload")
             if isinstance(max_payload, int) and max_payload > 0:
                 parser.max_payload = max(max_payload, proto.DEFAULT_MAX_INBOUND)
@@ -609,16 +633,31 @@ class Client:
                 poller.close()
 
     def _read_blocking(self, conn: Conn) -> errors.NATSError:
-        recv = conn.sock.recv
-        while True:
-            try:
-                data = recv(_READ_SIZE)
-            except Exception as exc:
-                return errors.map_os_error(exc, where=f"connection to {conn.server.url}")
-            with self._read_lock:
-                err = self._feed(conn, data)
-            if err is not None:
-                return err
+        """The TLS reader. The socket is non-blocking (so that writes cannot block): wait
+        in poll() when OpenSSL has nothing decrypted left; a shutdown wakes that wait."""
+        sock = conn.sock
+        recv = sock.recv
+        where = f"connection to {conn.server.url}"
+        try:
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN | select.POLLPRI)
+            while True:
+                try:
+                    data = recv(_READ_SIZE)
+                except ssl.SSLWantReadError:
+                    poller.poll()
+                    continue
+                except ssl.SSLWantWriteError:  # a TLS exchange wants to write first
+                    select.select([], [sock], [], _WRITE_SLICE)
+                    continue
+                with self._read_lock:
+                    err = self._feed(conn, data)
+                if err is not None:
+                    return err
+        except Exception as exc:
+            return errors.map_os_error(exc, where=where)
+        finally:
+            conn.reader_left.set()
 
     def _read_once(self, conn: Conn) -> Optional[errors.NATSError]:
         """One non-blocking read and its events; the caller holds the read lock."""
@@ -911,14 +950,23 @@ class Client:
 
     def _kill_socket(self, conn: Conn) -> None:
         """Wake every thread blocked on ``conn``'s socket, then close it."""
+        conn.broken = True
         self._shutdown_socket(conn)
-        if conn.ep is not None:  # the network thread waits in epoll: let it see the shutdown
+        if conn.ep is not None or not conn.inline:
+            # The network thread waits in (e)poll on this socket: let it see the shutdown
+            # before the descriptor goes (and its number may be reused).
             conn.reader_left.wait(1.0)
-        with self._send_lock:
-            try:
-                conn.sock.close()
-            except OSError:
-                pass
+        # Writers hold the send lock for one non-blocking send, never longer: the bound is
+        # a safeguard only.
+        locked = self._send_lock.acquire(timeout=2.0)
+        try:
+            conn.tail = None
+            conn.sock.close()
+        except OSError:
+            pass
+        finally:
+            if locked:
+                self._send_lock.release()
 
     # --- writing ------------------------------------------------------------------------
 
@@ -929,28 +977,108 @@ class Client:
             kick.clear()
             if self._state is _CLOSED or self._state is _FORKED:
                 return
-            self._write_pending()
+            if not self._write_pending():
+                self._write_slow()
 
-    def _write_pending(self) -> None:
-        """Write the whole buffer to the socket, from whichever thread calls."""
+    def _write_pending(self) -> bool:
+        """Write the buffer to the socket without waiting, from whichever thread calls.
+
+        True when nothing is left unsent on the connection; False when the kernel's send
+        buffer is full and part of it waits as the connection's tail (the flusher is woken
+        to wait for room: see _write_slow). Never blocks but for the locks, which no thread
+        holds across a wait.
+        """
         with self._send_lock:
+            conn = self._conn
+            if conn is None or conn.broken:
+                return True
+            tail = conn.tail
+            if tail is not None and not self._send(conn, tail):
+                return False  # the older bytes first: the new frames stay queued meanwhile
             with self._wlock:
                 # Reset before taking: a publish that sees False after this point kicks
                 # again, one that saw True before it is in this batch.
                 self._kicked = False
                 out = self._out
-                conn = self._conn
-                if not out or self._state is not _CONNECTED or conn is None:
-                    return
+                if not out or self._state is not _CONNECTED or conn is not self._conn:
+                    return True
                 out.append(None)
                 frames = list(iter(out.popleft, None))
                 self._written_frames += len(frames)
                 self._pings_in_buf = 0
+            return self._send(conn, b"".join(frames))
+
+    def _send(self, conn: Conn, data: Union[bytes, memoryview]) -> bool:
+        """One non-blocking send of ``data`` (the caller holds the send lock); what the
+        kernel did not take becomes the connection's tail. True when all of it went (or the
+        socket is dead: the network thread reconnects, and nothing waits here)."""
+        try:
+            n = conn.sock.send(data)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            n = 0  # TLS: retried later with the same bytes, as OpenSSL requires
+        except (OSError, ValueError):
+            conn.tail = None
+            conn.broken = True
+            self._shutdown_socket(conn)  # the reader sees it too and reconnects; wake it now
+            return True
+        if n == len(data):
+            conn.tail = None
+            return True
+        if n or conn.tail is None:
+            conn.progress_at = time.monotonic()
+        conn.tail = memoryview(data)[n:]
+        self._kick.set()  # the flusher waits for room and writes the rest
+        return False
+
+    def _write_slow(self, until: Optional[float] = None) -> bool:
+        """Wait for room in the send buffer and write, until the connection's tail is out
+        (True), or ``until`` (a monotonic time) passes, or the connection is gone (False).
+        No lock is held while waiting. A tail that makes no progress for write_timeout
+        marks the connection stale: the socket is shut down and the network thread
+        reconnects, as for unanswered pings."""
+        conn = self._conn
+        if conn is None:
+            return True
+        while conn.tail is not None:
+            if conn.broken or self._conn is not conn or self._state is not _CONNECTED:
+                return False
+            now = time.monotonic()
+            left = conn.progress_at + self._write_timeout - now
+            if left <= 0:
+                self._stale_write(conn)
+                return False
+            if until is not None:
+                if now >= until:
+                    return False
+                left = min(left, until - now)
             try:
-                conn.sock.sendall(b"".join(frames))
-            except OSError:
-                # The reader will see the dead socket too and reconnect; wake it now.
-                self._shutdown_socket(conn)
+                # select, not poll: a descriptor closed meanwhile is an error, not a wait.
+                select.select([], [conn.sock], [], min(left, _WRITE_SLICE))
+            except (OSError, ValueError):
+                return False
+            self._write_pending()
+        return True
+
+    def _stale_write(self, conn: Conn) -> None:
+        """The peer stopped reading: report it once and shut the socket (the network thread
+        then sees the connection end and runs the normal reconnect)."""
+        if conn.broken:
+            return
+        conn.broken = True
+        self._report(
+            errors.StaleConnectionError(
+                f"server {conn.server.url}: a write made no progress for "
+                f"{self._write_timeout} s (the peer stopped reading): connection is stale"
+            )
+        )
+        self._shutdown_socket(conn)
+
+    def _write_behind(self) -> None:
+        """A publisher far ahead of the socket (past _HIGH_WATER) writes the buffer itself
+        and, when the kernel's send buffer is full, waits for room: back-pressure, and
+        bounded memory. The wait ends within write_timeout whatever the peer does."""
+        if not self._write_pending():
+            self._write_slow()
 
     def _enqueue(self, frame: bytes) -> None:
         """Queue a control frame (SUB, UNSUB, PONG) if there is a connection to send it on."""
@@ -1008,7 +1136,7 @@ class Client:
             self._kicked = True
             self._kick.set()
         if len(out) > _HIGH_WATER:
-            self._write_pending()
+            self._write_behind()
 
     def _cache_prefix(self, subject: Any) -> bytes:
         prefix = proto.pub_prefix(subject)
@@ -1332,7 +1460,7 @@ class Client:
             self._kicked = True
             self._kick.set()
         if len(out) > _HIGH_WATER:
-            self._write_pending()
+            self._write_behind()
 
     def _publish_trusted(self, subject: str, data: bytes) -> None:
         """Publish to a subject the server gave us (an ack subject): valid by construction,
@@ -1350,7 +1478,7 @@ class Client:
         out.append(frame)
         self._out_bytes += n
         if len(out) > _HIGH_WATER:
-            self._write_pending()
+            self._write_behind()
         elif self._kicked:
             pass
         elif len(out) >= _ACK_BATCH:
@@ -1388,7 +1516,7 @@ class Client:
             self._kicked = True
             self._kick.set()
         if len(out) > _HIGH_WATER:
-            self._write_pending()
+            self._write_behind()
 
     def _frame_own_reply(
         self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
@@ -1560,13 +1688,9 @@ class Client:
             if threading.current_thread() not in self._threads:
                 self._closed_event.wait(10.0)
             return
-        conn = self._conn
-        if self._state is _CONNECTED and conn is not None:
-            try:
-                conn.sock.settimeout(2.0)
-                self._write_pending()
-            except OSError:
-                pass
+        # Best effort, bounded: a peer that stops reading gets _CLOSE_WRITE, no more.
+        if self._state is _CONNECTED and self._conn is not None and not self._write_pending():
+            self._write_slow(until=time.monotonic() + min(_CLOSE_WRITE, self._write_timeout))
         self._shutdown(None)
 
     def _shutdown(self, reason: Optional[errors.NATSError]) -> None:
@@ -1760,6 +1884,8 @@ def connect(servers: Union[str, Sequence[str]] = DEFAULT_URL, **options: Any) ->
     signature_cb (see ``jetstream_sync._auth``; seeds need ``jetstream-sync[nkeys]``),
     connect_timeout, allow_reconnect, max_reconnect_attempts (-1: no limit),
     reconnect_time_wait, reconnect_jitter, reconnect_buf_size, ping_interval,
-    max_outstanding_pings, no_randomize, echo, inbox_prefix, verbose, pedantic.
+    max_outstanding_pings, write_timeout (a write that makes no progress for this long, 10 s
+    by default, marks the connection stale and reconnects), no_randomize, echo, inbox_prefix,
+    verbose, pedantic.
     """
     return Client().connect(servers, **options)
