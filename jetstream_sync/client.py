@@ -600,6 +600,7 @@ class Client:
         with self._read_lock:
             err = self._dispatch(conn.parser.events())  # what came with the handshake
         if err is not None:
+            conn.reader_left.set()  # (it never waited on the socket)
             return err
         if not conn.inline:
             return self._read_blocking(conn)
