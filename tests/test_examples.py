@@ -20,6 +20,11 @@ EXPECTED = {
     "streams.py": ["created ORDERS", "batched direct get: [1, 2, 3, 4, 5]", "err_code=10059"],
     "js_publish.py": ["duplicate=True", "expected_last_seq=1 refused", "10000 acks"],
     "pull_worker.py": ["handled 500 of 500 jobs", "left in the work queue: 0"],
+    "process_pool.py": [
+        "handled 600 of 600 orders, each once: True",
+        "durable kept after every worker left: pending 0, unacked 0",
+        "after a restart: ['late order']",
+    ],
     "consume.py": ["fetch: 10 messages", "all 100 handled once: True", "unacked left: 0"],
     "push.py": [
         "callback: 20 events, in order: True",
