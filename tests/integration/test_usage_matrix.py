@@ -77,8 +77,31 @@ GENERATED = list(itertools.product(WAYS, FILTERS, MEMBERS))
 EXCLUDED = {cell: exclusion(*cell) for cell in GENERATED if not valid(*cell)}
 CELLS = [cell for cell in GENERATED if valid(*cell)]
 
-# Cells that fail because of a library bug, each with the bug (see the closing report).
+# Cells that fail because of a library bug, each with the bug. A bug that shows on every
+# run is a strict xfail; one that depends on a server-side race (FLAKY) cannot be strict.
+PUSH_REBIND = (
+    "push.py _check_existing compares config fields raw (unlike pull's config_differences): "
+    "a second queue member passing the very same config is refused, 'exists with another "
+    "configuration: headers_only (asked False, has None), metadata (... _nats.ver ...)'"
+)
+PUSH_BOUND_RACE = (
+    "push.py _delete_if_ours reads push_bound once right after its own UNSUB + flush; the "
+    "server updates it asynchronously, so the maker of a queue durable leaving alone leaves "
+    "it behind in ~5-15% of runs (a restart then meets the config refusal above)"
+)
+ORDERED_PULL_LEFT = (
+    "ordered.py: leaving an ordered pull consumer (messages().stop(), a with block, "
+    "consume().stop()) never deletes the chain's current consumer; it stays for its "
+    "inactive_threshold (300 s), though the README says the library deletes its chains"
+)
 XFAIL: Dict[Tuple[str, str, str], str] = {}
+FLAKY: Dict[Tuple[str, str, str], str] = {}
+for _filt in FILTERS:
+    for _members in ("three", "one_leaves"):
+        XFAIL["queue", _filt, _members] = PUSH_REBIND
+    for _members in ("one", "restart"):
+        FLAKY["queue", _filt, _members] = PUSH_BOUND_RACE
+        XFAIL["ordered_pull", _filt, _members] = ORDERED_PULL_LEFT
 
 # What each cell publishes, after "<p>.": four rounds of these nine (36 messages). The
 # non-matching subjects sit between the matching ones, and each round ends on a subject
@@ -201,6 +224,9 @@ class Member:
         self.nc = nats.connect(url, name=f"member-{index}", error_cb=self.errors.append)
         self.js = self.nc.jetstream()
         self.start_seq = start_seq  # ordered restarts resume after what was processed
+        # When this member stops working and leaves: set before join (a consume callback
+        # starts working at once).
+        self.until: Callable[[], bool] = cell.ledger.done
 
     def join(self) -> None:
         raise NotImplementedError
@@ -252,9 +278,17 @@ class ConsumerConsumeMember(Member):
         c = self.cell
         cfg = work_config(durable_name="work", **c.filter_fields)
         consumer = self.js.create_or_update_consumer(c.stream, cfg)
-        self.cc = consumer.consume(
-            lambda msg: c.ledger.process(self.index, msg), max_messages=10, expires=2.0
-        )
+        self.ready = threading.Event()  # the callback may run before consume() returns
+        self.cc = consumer.consume(self.handle, max_messages=10, expires=2.0)
+        self.ready.set()
+
+    def handle(self, msg: nats.Msg) -> None:
+        self.ready.wait(WORK_DEADLINE)
+        self.cell.ledger.process(self.index, msg)
+        if self.until():
+            # A callback application stops from its callback: later messages it was sent
+            # go back to the server (-NAK), none reaches this callback.
+            self.cc.stop()
 
     def take(self) -> List[nats.Msg]:
         # The callback does the work on the consume thread; this only waits for progress.
@@ -422,7 +456,17 @@ class Cell:
         return sorted(self.js.consumer_names(self.stream))
 
     def assert_gone(self, when: str) -> None:
-        wait_until(lambda: self.consumers() == [], GONE_DEADLINE, f"no consumer left {when}")
+        try:
+            wait_until(lambda: self.consumers() == [], GONE_DEADLINE, f"no consumer {when}")
+        except AssertionError:
+            left = [
+                (i.name, i.push_bound, i.num_pending, i.num_ack_pending)
+                for i in self.js.consumers_info(self.stream)
+            ]
+            raise AssertionError(
+                f"{when}: still there after {GONE_DEADLINE} s (name, push_bound, num_pending, "
+                f"num_ack_pending): {left}"
+            ) from None
 
     def assert_settled(self, when: str) -> None:
         """The durable is there, everything matching delivered and acked."""
@@ -442,11 +486,11 @@ class Cell:
         assert self.consumers() == ["work"], f"{when}: consumers {self.consumers()}"
 
 
-def _run(member: Member, stop_when: Callable[[], bool], failures: List[BaseException]) -> None:
-    """A member's loop: take and process until ``stop_when``; within WORK_DEADLINE."""
+def _run(member: Member, failures: List[BaseException]) -> None:
+    """A member's loop: take and process until ``member.until()``; within WORK_DEADLINE."""
     deadline = time.monotonic() + WORK_DEADLINE
     try:
-        while not stop_when():
+        while not member.until():
             if time.monotonic() > deadline:
                 raise AssertionError(
                     f"member {member.index} still working after {WORK_DEADLINE} s: "
@@ -482,7 +526,7 @@ def run_one(cell: Cell, half: int) -> None:
     m = cell.member(0)
     m.join()
     failures: List[BaseException] = []
-    t = _start(lambda: _run(m, cell.ledger.done, failures))
+    t = _start(lambda: _run(m, failures))
     cell.publish(half, len(cell.subjects))
     _join([t], failures)
     _leave(m)
@@ -491,10 +535,11 @@ def run_one(cell: Cell, half: int) -> None:
 def run_restart(cell: Cell, half: int) -> None:
     ledger = cell.ledger
     first = cell.member(0)
+    target = len(ledger.expected) // 2
+    first.until = lambda: ledger.count() >= target
     first.join()
     failures: List[BaseException] = []
-    target = len(ledger.expected) // 2
-    t = _start(lambda: _run(first, lambda: ledger.count() >= target, failures))
+    t = _start(lambda: _run(first, failures))
     cell.publish(half, len(cell.subjects))
     _join([t], failures)
     _leave(first)
@@ -522,7 +567,7 @@ def run_restart(cell: Cell, half: int) -> None:
         ledger.new_round()
     again = cell.member(1, start_seq)
     again.join()
-    t = _start(lambda: _run(again, ledger.done, failures))
+    t = _start(lambda: _run(again, failures))
     _join([t], failures)
     _leave(again)
 
@@ -534,12 +579,15 @@ def run_shared(cell: Cell, half: int, one_leaves: bool) -> None:
     ledger = cell.ledger
     members = [cell.member(i) for i in range(3)]
     creator_first = cell.way == "queue"
-    if creator_first:
-        members[0].join()
     failures: List[BaseException] = []
     joined = threading.Barrier(3)
     others_left = [threading.Event() for _ in members]
     leave_at = len(ledger.expected) // 2
+    if one_leaves:
+        # Member 0 leaves once it processed a few itself, or half are done (it may get none).
+        members[0].until = lambda: ledger.count(0) >= 3 or ledger.count() >= leave_at
+    if creator_first:
+        members[0].join()
 
     def member_life(m: Member) -> None:
         try:
@@ -550,11 +598,7 @@ def run_shared(cell: Cell, half: int, one_leaves: bool) -> None:
             joined.abort()
             failures.append(exc)
             return
-        if one_leaves and m.index == 0:
-            # Leaves once it processed a few itself, or half are done (it may get none).
-            _run(m, lambda: ledger.count(0) >= 3 or ledger.count() >= leave_at, failures)
-        else:
-            _run(m, ledger.done, failures)
+        _run(m, failures)
         try:
             if m.index == 0 and not one_leaves:
                 for e in others_left[1:]:  # member 0 leaves last (see the docstring)
@@ -616,21 +660,25 @@ OUTCOMES: Dict[Tuple[str, str, str], str] = {}
 
 @pytest.fixture(scope="module", autouse=True)
 def summary(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Prints the matrix's counts when the module is done (for the closing note)."""
     yield
-    passed = sum(1 for v in OUTCOMES.values() if v == "passed")
-    ran = len(OUTCOMES)
+
+    def n(outcome: str, among: Any = None) -> int:
+        return sum(1 for c, v in OUTCOMES.items() if v == outcome and (among is None or c in among))
+
     lines = [
         f"usage matrix: {len(GENERATED)} cells generated ({len(WAYS)} ways x {len(FILTERS)} "
-        f"filters x {len(MEMBERS)} member patterns), {len(EXCLUDED)} excluded, "
-        f"{len(CELLS)} valid, {ran} run, {passed} passed, "
-        f"{sum(1 for c, v in OUTCOMES.items() if v != 'passed' and c in XFAIL)} failed as "
-        f"expected (xfail: library bugs), "
-        f"{sum(1 for c, v in OUTCOMES.items() if v != 'passed' and c not in XFAIL)} failed",
+        f"filters x {len(MEMBERS)} member patterns), {len(EXCLUDED)} excluded, {len(CELLS)} "
+        f"valid, {len(OUTCOMES)} run: {n('passed')} passed ({n('passed', FLAKY)} of them "
+        f"flaky-bug cells that got lucky), {n('failed', XFAIL)} failed on a library bug "
+        f"(strict xfail), {n('failed', FLAKY)} hit a racy library bug (xfail), "
+        f"{n('failed') - n('failed', XFAIL) - n('failed', FLAKY)} failed otherwise",
     ]
-    for reason, n in Counter(EXCLUDED.values()).items():
-        lines.append(f"  excluded {n}: {reason}")
-    for cell, reason in XFAIL.items():
-        lines.append(f"  xfail {'/'.join(cell)}: {reason}")
+    for reason, count in Counter(EXCLUDED.values()).items():
+        lines.append(f"  excluded {count}: {reason}")
+    for kind, table in (("xfail", XFAIL), ("xfail, racy", FLAKY)):
+        for reason, count in Counter(table.values()).items():
+            lines.append(f"  {kind} {count} cells: {reason}")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     for line in lines:
         if reporter is not None:
@@ -645,6 +693,8 @@ def _params() -> List[Any]:
         marks = []
         if cell in XFAIL:
             marks.append(pytest.mark.xfail(strict=True, reason=XFAIL[cell]))
+        elif cell in FLAKY:
+            marks.append(pytest.mark.xfail(strict=False, reason=f"FLAKY: {FLAKY[cell]}"))
         out.append(pytest.param(*cell, id="-".join(cell), marks=marks))
     return out
 
@@ -678,4 +728,5 @@ def test_the_matrix_is_generated() -> None:
     assert len(GENERATED) == len(WAYS) * len(FILTERS) * len(MEMBERS)
     assert len(CELLS) + len(EXCLUDED) == len(GENERATED)
     assert all(EXCLUDED.values())
-    assert set(XFAIL) <= set(CELLS)
+    assert set(XFAIL) <= set(CELLS) and set(FLAKY) <= set(CELLS)
+    assert not set(XFAIL) & set(FLAKY)
