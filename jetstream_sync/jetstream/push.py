@@ -683,8 +683,12 @@ class OrderedPushSubscription(JetStreamSubscription):
         self._stream_seq = 0  # of the last message queued for the user
         self._reset_lock = threading.Lock()
         self._resetting = False
+        # Set when the subscription or its client ends: no rebuild may start or go on
+        # after that (a rebuild thread retrying against a closed client would loop for ever).
+        self._ending = threading.Event()
         self.resets = 0
         self._nc._add_reconnect_hook(self._on_reconnect)
+        self._nc._add_close_hook(self._ending.set)
 
     def _on_arrival(self, msg: Msg) -> bool:
         return self._arrive(self._first_inbox, msg, forward=False)
@@ -732,7 +736,7 @@ class OrderedPushSubscription(JetStreamSubscription):
 
     def _break(self, why: str) -> None:
         """Any thread: rebuild the chain on a thread of its own (API calls block)."""
-        if self._resetting or self._closed:
+        if self._resetting or self._closed or self._ending.is_set():
             return
         self._resetting = True
         self._inbox = ""  # drop everything until the new link is in place
@@ -741,16 +745,22 @@ class OrderedPushSubscription(JetStreamSubscription):
         ).start()
 
     def _relink(self, why: str) -> None:
+        """The rebuild thread: try until a link is made, the subscription is unsubscribed
+        or the client closes (then at once, without a report nobody would hear)."""
+        ending = self._ending
         with self._reset_lock:
             delay = 0.05
-            while not self._closed:
+            while not ending.is_set():
                 try:
                     self._make_link()
                     return
                 except errors.NATSError as exc:
+                    if ending.is_set() or self._nc.is_closed:
+                        return  # the close (or unsubscribe) is why it failed
                     self._nc._report(exc)
-                    time.sleep(delay)  # a restarting server: try again shortly
-                    delay = min(delay * 2, 2.0)
+                # A restarting server: try again shortly; an end wakes this wait.
+                ending.wait(delay)
+                delay = min(delay * 2, 2.0)
 
     def _make_link(self) -> None:
         self.resets += 1
@@ -789,12 +799,18 @@ class OrderedPushSubscription(JetStreamSubscription):
         if old_name:
             self._js._delete_consumer_nowait(self.stream, old_name)
 
+    def _let_go(self) -> None:
+        """No more rebuilds, and the client keeps no hook of ours."""
+        self._ending.set()
+        self._nc._remove_reconnect_hook(self._on_reconnect)
+        self._nc._remove_close_hook(self._ending.set)
+
     def unsubscribe(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._nc._remove_reconnect_hook(self._on_reconnect)
-        with self._reset_lock:
+        self._let_go()
+        with self._reset_lock:  # a rebuild under way ends with its current attempt
             if self._link_sub is not None:
                 self._nc._unsubscribe(self._link_sub)
             self._sub.unsubscribe()
@@ -839,6 +855,7 @@ def _ordered(
         info = js.add_consumer(stream, dataclasses.replace(template, deliver_subject=inbox))
     except BaseException:
         osub._closed = True
+        osub._let_go()
         nc._unsubscribe(osub._sub)
         raise
     osub._named(info.name)
