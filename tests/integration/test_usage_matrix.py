@@ -12,6 +12,7 @@ consumer" and push sections say once every member has left.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -435,9 +436,12 @@ class Cell:
             i + 1 for i, s in enumerate(subjects) if any(matches(s, f) for f in self.filters)
         ]
         self.ledger = Ledger(self.filters, expected)
+        self.made: List[Member] = []  # closed when the cell ends, whatever happened
 
     def member(self, index: int, start_seq: int = 0) -> Member:
-        return MEMBER_CLASSES[self.way](self, index, self.url, start_seq)
+        m = MEMBER_CLASSES[self.way](self, index, self.url, start_seq)
+        self.made.append(m)
+        return m
 
     def publish(self, lo: int, hi: int) -> None:
         for i in range(lo, hi):
@@ -679,12 +683,10 @@ def summary(request: pytest.FixtureRequest) -> Iterator[None]:
     for kind, table in (("xfail", XFAIL), ("xfail, racy", FLAKY)):
         for reason, count in Counter(table.values()).items():
             lines.append(f"  {kind} {count} cells: {reason}")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    for line in lines:
-        if reporter is not None:
-            reporter.write_line(line)
-        else:  # pragma: no cover
-            print(line)
+    # Past pytest's output capture, so the lines show without -s.
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print("\n" + "\n".join(lines))
 
 
 def _params() -> List[Any]:
@@ -711,12 +713,16 @@ def test_cell(
         js.add_consumer(stream, work_config(durable_name="work", **cell.filter_fields, **deliver))
     half = len(cell.subjects) // 2
     cell.publish(0, half)  # half before anyone joins, half while they work
-    if members == "one":
-        run_one(cell, half)
-    elif members == "restart":
-        run_restart(cell, half)
-    else:
-        run_shared(cell, half, one_leaves=members == "one_leaves")
+    try:
+        if members == "one":
+            run_one(cell, half)
+        elif members == "restart":
+            run_restart(cell, half)
+        else:
+            run_shared(cell, half, one_leaves=members == "one_leaves")
+    finally:
+        for m in cell.made:  # a failed cell leaves no connection behind
+            m.nc.close()
     check(cell)
     final_state(cell)
     OUTCOMES[key] = "passed"
