@@ -66,6 +66,8 @@ __all__ = ["ConsumeContext", "ConsumerFactory", "MessagesContext", "PullConsumer
 _BIG = 1 << 40
 _MAX_BYTES_BATCH = 1_000_000  # with max_bytes, the message count is not the limit (ADR-37)
 _RETRY_WAIT = 0.5  # before pulling again after a refused pull or a failed consumer check
+_LINK_CHECK = 0.5  # an ordered consumer's link is looked up after a pull and this much quiet
+_CHECK_MIN = 0.05  # that lookup is not started with less time than this to wait for it
 _WAKE = Msg("", "", b"")  # queued by the reconnect hook: look at the flags
 _STOP = Msg("", "", b"")  # queued by stop(): no more messages
 _CLOSED = Msg("", "", b"")  # queued when the client closes
@@ -438,6 +440,10 @@ class _Pump:
         # A link of an ordered consumer's chain: a reconnect or missed heartbeats raise
         # ChainBroken (the chain is rebuilt) instead of pulling again on this consumer.
         self.chain_link = False
+        # A chain link looks its consumer up once things go quiet after a pull (see
+        # _check_link): when, or None when no pull awaits that check.
+        self._check_at: Optional[float] = None
+        self._check_after = min(_LINK_CHECK, heartbeat)
         self._lock = threading.Lock()  # one get() at a time
         self._prio = prio
         self._pinned_policy = prio is not None and prio.pinned
@@ -520,10 +526,17 @@ class _Pump:
             self._pending_bytes += want_bytes
         self._pull_at = None
         try:
-            self._nc._publish_own_reply(self._c._next_subject, body, self._inbox, None)
+            # Written at once, not left for the flusher: a pull waiting in the buffer while
+            # this thread hands out messages could reach the server together with a consumer
+            # delete sent meanwhile, and the server drops, without a word, pulls it had not
+            # taken up when the consumer went.
+            self._nc._send_request(self._c._next_subject, body, self._inbox, None)
         except errors.NATSError as exc:  # disconnected with a full buffer, or closing
             self._report(exc)
             self._reset(later=True)
+            return
+        if self.chain_link:
+            self._check_at = time.monotonic() + self._check_after
 
     def _reset(self, later: bool = False) -> None:
         """Forget what earlier pulls may deliver and pull afresh (now or a bit later)."""
@@ -564,6 +577,35 @@ class _Pump:
             return
         self._reset()
 
+    def _check_link(self, now: float, end: Optional[float]) -> None:
+        """A chain link, quiet for a moment after a pull: is its consumer still there?
+
+        The server drops the pulls it has not taken up yet when their consumer is deleted,
+        without a 409: a pull sent just before a delete (by anyone) may vanish, and nothing
+        else would say so before the heartbeat alarm (2 x 15 s with the default expires).
+        One lookup per pull at most, and only once nothing comes: ChainBroken if the
+        consumer is gone. The lookup waits no longer than the heartbeat alarm (which then
+        decides, as before) or the caller's ``end`` (the next get() looks then); an answer
+        that does not come says nothing, so nothing is reported. Not while disconnected:
+        the reconnect breaks the chain anyway."""
+        js = self._c._js
+        alarm_in = self._watch.due_in()
+        left = min(js.timeout, alarm_in)
+        if end is not None and end - now < left:
+            if end - now < _CHECK_MIN:
+                self._check_at = end  # the caller's wait ends first: look on the next get()
+                return
+            left = end - now
+        self._check_at = None
+        if left < _CHECK_MIN or not self._nc.is_connected:
+            return
+        try:
+            js._api(f"CONSUMER.INFO.{self._c.stream}.{self._c.name}", timeout=left)
+        except (errors.ConsumerNotFoundError, errors.StreamNotFoundError):
+            raise ChainBroken("the consumer is gone") from None
+        except errors.NATSError:
+            pass
+
     def get(self, timeout: Optional[float]) -> Optional[Msg]:
         """The next message; None once stopped or when ``timeout`` ran out."""
         with self._lock:
@@ -589,11 +631,16 @@ class _Pump:
                 wait = min(wait, max(0.0, end - now))
             if self._pull_at is not None:
                 wait = min(wait, max(0.0, self._pull_at - now))
+            if self._check_at is not None:
+                wait = min(wait, max(0.0, self._check_at - now))
             try:
                 msg = q.get(timeout=wait) if wait > 0 else q.get_nowait()
             except queue.Empty:
                 if self.stopped:
                     return None
+                now = time.monotonic()
+                if self._check_at is not None and now >= self._check_at:
+                    self._check_link(now, end)
                 if self._watch.missed():
                     self._watch.alive()
                     if self.chain_link:
@@ -622,6 +669,8 @@ class _Pump:
             if msg is _WAKE:
                 continue
             self._watch.alive()
+            if self._check_at is not None:  # not quiet yet: the check waits for a pause
+                self._check_at = time.monotonic() + self._check_after
             if self._returning:  # stopped: not for the user any more
                 self._give_back(msg)
                 continue
