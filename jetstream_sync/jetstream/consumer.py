@@ -23,7 +23,18 @@ import itertools
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Protocol, Tuple
+from collections import deque
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Deque,
+    Iterator,
+    List,
+    Optional,
+    Protocol,
+    Tuple,
+)
 
 from .. import errors
 from .._timeouts import Deadline, check_timeout
@@ -71,6 +82,7 @@ _CHECK_MIN = 0.05  # that lookup is not started with less time than this to wait
 _WAKE = Msg("", "", b"")  # queued by the reconnect hook: look at the flags
 _STOP = Msg("", "", b"")  # queued by stop(): no more messages
 _CLOSED = Msg("", "", b"")  # queued when the client closes
+_LATE = Msg("", "", b"")  # queued for fetch() / next() calls: a late message is kept
 
 
 class ChainBroken(Exception):
@@ -111,6 +123,12 @@ class PullConsumer:
         self._ack_none = info.config.ack_policy == api.AckPolicy.NONE
         self._where = f"consumer {info.name!r} of stream {stream!r}"
         self._pins = PinState()  # kept across fetch / next / messages / consume calls
+        # fetch() / next(): a pull the call gave up on may still deliver (until the server
+        # has seen the UNSUB). What it delivers then is kept here for the next call — or
+        # handed to a call under way — instead of being lost in the old call's queue.
+        self._late_lock = threading.Lock()
+        self._late: Deque[Msg] = deque()
+        self._calls: List[queue.SimpleQueue[Msg]] = []  # the queues of the calls under way
 
     def __repr__(self) -> str:
         return f"<PullConsumer {self._where}>"
@@ -220,6 +238,35 @@ class PullConsumer:
                 return []
             return self._one_pull(batch, max_bytes, deadline, hb, alarm, no_wait, prio)
 
+    def _keep_late(self, msg: Msg) -> None:
+        """Under _late_lock: ``msg`` came for a call that has returned. A message is kept
+        for the next call, and the calls under way are told; a status (the end of that
+        abandoned pull) means nothing any more."""
+        if msg._hdr is not None and classify(msg) is not None:
+            return
+        self._late.append(msg)
+        for q in self._calls:
+            q.put(_LATE)
+
+    def _take_late(
+        self, batch: int, max_bytes: Optional[int], prio: Optional[PullPriority]
+    ) -> List[Msg]:
+        """Under _late_lock: kept messages, oldest first, up to ``batch`` (and ``max_bytes``,
+        though at least one)."""
+        late = self._late
+        msgs: List[Msg] = []
+        size = 0
+        while late and len(msgs) < batch:
+            if max_bytes is not None:
+                size += len(late[0].data) + len(late[0]._hdr or b"")
+                if msgs and size > max_bytes:
+                    break
+            msg = late.popleft()
+            if prio is not None and prio.pinned:
+                self._pins.observe(prio.group, msg)
+            msgs.append(self._prepare(msg))
+        return msgs
+
     def _one_pull(
         self,
         batch: int,
@@ -231,19 +278,24 @@ class PullConsumer:
         prio: Optional[PullPriority],
     ) -> List[Msg]:
         nc = self._nc
+        late_lock = self._late_lock
+        with late_lock:
+            if self._late:  # what came after earlier calls gave up: no need to pull
+                return self._take_late(batch, max_bytes, prio)
         q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
+        returned = False  # set (under late_lock) once this call is over
 
         def on_msg(msg: Msg) -> bool:
-            q.put(msg)
+            with late_lock:
+                if returned:
+                    self._keep_late(msg)
+                else:
+                    q.put(msg)
             return True
-
-        inbox = nc.new_inbox()
-        sub = nc._subscribe(inbox, None, None, None, _BIG, _BIG, hook=on_msg)
 
         def on_close() -> None:  # wakes the wait below if the client closes meanwhile
             q.put(_CLOSED)
 
-        nc._add_close_hook(on_close)
         pin = self._pins.for_pull(prio)
         if no_wait:
             body = pull_request_body(
@@ -258,7 +310,13 @@ class PullConsumer:
                 priority=prio,
                 pin_id=pin,
             )
+        inbox = nc.new_inbox()
+        sub = nc._subscribe(inbox, None, None, None, _BIG, _BIG, hook=on_msg)
+        with late_lock:
+            self._calls.append(q)
+        nc._add_close_hook(on_close)
         msgs: List[Msg] = []
+        own = 0  # messages of this call's pull (late ones of earlier calls not counted)
         finished = False
         watch = HeartbeatWatch(hb, alarm) if hb is not None else None
         try:
@@ -276,6 +334,10 @@ class PullConsumer:
                             f"{watch.limit} s"
                         ) from None
                     break
+                if msg is _LATE:  # an earlier call's late message: older, so first
+                    with late_lock:
+                        msgs.extend(self._take_late(batch - len(msgs), max_bytes, prio))
+                    continue
                 if msg is _CLOSED:
                     if msgs:
                         break
@@ -287,6 +349,7 @@ class PullConsumer:
                     if prio is not None and prio.pinned:
                         self._pins.observe(prio.group, msg)
                     msgs.append(self._prepare(msg))
+                    own += 1
                 elif kind is HEARTBEAT:
                     continue
                 elif kind in (NO_MESSAGES, REQUEST_TIMEOUT, END):
@@ -302,10 +365,20 @@ class PullConsumer:
                     raise status_error(msg, self._where)
         finally:
             nc._remove_close_hook(on_close)
-            if finished or len(msgs) >= batch:
-                nc._unsubscribe(sub)
+            with late_lock:
+                returned = True
+                self._calls.remove(q)
+                while True:  # what came after the last look is not this call's any more
+                    try:
+                        left = q.get_nowait()
+                    except queue.Empty:
+                        break
+                    if left is not _CLOSED and left is not _LATE:
+                        self._keep_late(left)
+            if finished or own >= batch:
+                nc._unsubscribe(sub)  # the pull is over: nothing more can come
             else:
-                nc._retire_sub(sub)  # it may still deliver: let in-flight ones arrive
+                nc._retire_sub(sub)  # it may still deliver: what comes is kept (on_msg)
         return msgs
 
     # --- continuous pulls ---------------------------------------------------------------
