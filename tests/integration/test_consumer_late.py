@@ -117,3 +117,47 @@ def test_late_messages_are_kept_in_order_for_a_batch(
         assert [m.data for m in c.fetch(2, max_wait=3.0)] == [b"0", b"1"]
         assert [m.data for m in c.fetch(2, max_wait=3.0)] == [b"2"]
         assert other.consumer_info(stream, c.name).num_redelivered == 0
+
+
+def test_a_late_message_goes_to_a_call_already_waiting(
+    js: JetStream, nc: nats.Client, stream: str, nats_server: NATSServer
+) -> None:
+    """The next call began (and pulled) before the late message was read: that call takes
+    it, and its own pull, not over yet, still has its message kept when that comes."""
+    c = js.create_or_update_consumer(
+        stream,
+        durable_name="late",
+        ack_policy=AckPolicy.EXPLICIT,
+        max_deliver=2,
+        filter_subject=f"{stream.lower()}.*",
+    )
+    with nats.connect(nats_server.url) as other_nc:
+        other = other_nc.jetstream()
+        first: Dict[str, Any] = {}
+        second: Dict[str, Any] = {}
+        caller = threading.Thread(target=lambda: first.update(r=c.fetch(1, max_wait=1.5)))
+        caller.start()
+        wait_until(lambda: other.consumer_info(stream, c.name).num_waiting == 1, what="pull")
+        nc._read_lock.acquire()
+        try:
+            other.publish(f"{stream.lower()}.new", b"late")
+            wait_until(
+                lambda: other.consumer_info(stream, c.name).delivered.consumer_seq == 1,
+                what="the server to send the message",
+            )
+            caller.join(20)
+            assert first["r"] == []
+            waiter = threading.Thread(target=lambda: second.update(r=c.fetch(1, max_wait=10)))
+            waiter.start()
+            wait_until(lambda: other.consumer_info(stream, c.name).num_waiting == 1, what="2nd")
+        finally:
+            nc._read_lock.release()
+        waiter.join(20)
+        assert [m.data for m in second["r"]] == [b"late"]
+        second["r"][0].ack_sync(10)
+        other.publish(f"{stream.lower()}.new", b"next")
+        got = c.fetch(1, max_wait=5) or c.fetch(1, max_wait=5)
+        assert [m.data for m in got] == [b"next"]
+        got[0].ack_sync(10)
+        info = other.consumer_info(stream, c.name)
+        assert info.num_redelivered == 0 and info.delivered.consumer_seq == 2
