@@ -1,9 +1,11 @@
 """Binding to a consumer that exists: is it the one the caller asked for?
 
 A restarted worker binds with the config it always had. The server does not hand that config
-back as it was sent: it leaves out ``False`` and ``0`` (Go's omitempty), fills in its own
-defaults, and adds ``_nats.*`` keys to ``metadata``. So only what the caller set is compared,
-and "unset" on the server's side matches an explicit zero value on the caller's.
+back as it was sent: it leaves out ``False`` and ``0`` (Go's omitempty), turns a ``0`` into its
+own default (``max_deliver`` -1, ``max_waiting`` 512, ``max_ack_pending`` 1000), and adds
+``_nats.*`` keys to ``metadata``. So, as nats.go's check does, only what the caller set is
+compared, and a zero value (``0``, ``False``, ``""``, empty) counts as not set: it asks for
+the server's default, which the server has already chosen.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def config_differences(
         if f.name in skip or f.name == "extra":
             continue
         asked = getattr(want, f.name)
-        if asked is None:
+        if asked is None or _is_zero(asked):
             continue
         has = getattr(have, f.name)
         same = _metadata_kept(asked, has) if f.name == "metadata" else _same(asked, has)
@@ -42,7 +44,7 @@ def config_differences(
 
 def _same(asked: Any, has: Any) -> bool:
     if has is None:
-        return _is_zero(asked)
+        return False
     if isinstance(asked, float) or isinstance(has, float):
         # Durations travel as nanoseconds: 0.1 s comes back as 100000000 ns / 1e9.
         if isinstance(asked, bool) or isinstance(has, bool):
@@ -57,7 +59,7 @@ def _same(asked: Any, has: Any) -> bool:
 
 
 def _is_zero(value: Any) -> bool:
-    """What Go's omitempty leaves out: the server shows these as absent."""
+    """Go's zero values: "use the default" to the server, and left out of its answers."""
     return value is False or value == 0 or value == "" or value == [] or value == {}
 
 

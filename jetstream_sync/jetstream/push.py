@@ -28,6 +28,7 @@ from .._timeouts import check_timeout
 from ..msg import Msg
 from ..subscription import Subscription
 from . import api
+from ._binding import check_filter_matches, config_differences
 from .ack import ACK_NONE, sequences
 from .status import check_alarm, status_error
 
@@ -420,6 +421,8 @@ def _subscribe(
         raise errors.InvalidArgumentError(
             f"config must be a ConsumerConfig, got {type(config).__name__}"
         )
+    if config is not None and subject is not None:
+        check_filter_matches(subject, config)
     group = config.deliver_group if config is not None else None
     if group:  # a deliver group asked for in the config is the queue group
         if queue is not None and queue != group:
@@ -588,7 +591,6 @@ _NOT_COMPARED = frozenset(
         "filter_subjects",
         "deliver_subject",
         "deliver_group",
-        "extra",
     }
 )
 
@@ -639,14 +641,7 @@ def _check_existing(
             raise errors.InvalidArgumentError(
                 f"subject {subject!r} does not match the filter of {where}: {filters}"
             )
-    differ = []
-    if config is not None:
-        for f in dataclasses.fields(config):
-            if f.name in _NOT_COMPARED:
-                continue
-            want = getattr(config, f.name)
-            if want is not None and want != getattr(have, f.name):
-                differ.append(f"{f.name} (asked {want!r}, has {getattr(have, f.name)!r})")
+    differ = config_differences(config, have, _NOT_COMPARED) if config is not None else []
     asked_hb = hb is not None and (config is None or config.idle_heartbeat is None)
     if asked_hb and have.idle_heartbeat != hb:
         differ.append(f"idle_heartbeat (asked {hb!r}, has {have.idle_heartbeat!r})")
@@ -832,6 +827,8 @@ def _ordered(
     alarm: float,
 ) -> OrderedPushSubscription:
     nc = js._nc
+    if config is not None and subject is not None:
+        check_filter_matches(subject, config)
     if stream is None:
         assert subject is not None
         stream = js.find_stream_name_by_subject(subject)

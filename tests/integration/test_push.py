@@ -553,3 +553,40 @@ def test_error_statuses_in_callback_mode_go_to_error_cb(
     ejs.publish(subj(stream), b"after")
     wait_until(lambda: got == [b"after"], what="the next message")  # never the status
     sub.unsubscribe()
+
+
+# --- issue 17: restarts rebind, a subject and a config filter must agree -------------------
+
+
+def test_a_restarted_push_durable_binds_with_the_config_it_always_had(
+    js: JetStream, stream: str
+) -> None:
+    cfg = ConsumerConfig(
+        ack_wait=0.25, headers_only=False, max_deliver=0, metadata={"team": "push"}
+    )
+    first = js.subscribe(subj(stream, "*"), durable="again", config=cfg, manual_ack=True)
+    fill(js, stream, 2, "a")
+    first.next_msg(timeout=5).ack_sync()
+    # A process that stops without unsubscribing: the durable stays and is no longer bound.
+    js.nc._unsubscribe(first._sub)
+    wait_until(lambda: not js.consumer_info(stream, "again").push_bound, 10, "unbound")
+    # The server added _nats.* metadata and left out False/0: the same config binds again.
+    second = js.subscribe(subj(stream, "*"), durable="again", config=cfg, manual_ack=True)
+    msg = second.next_msg(timeout=5)
+    assert msg.data == b"1"
+    msg.ack_sync()
+    second.unsubscribe()
+    with pytest.raises(nats.InvalidArgumentError, match=r"another configuration.*metadata"):
+        js.subscribe(subj(stream, "*"), durable="again", config=ConsumerConfig(metadata={"x": "y"}))
+
+
+def test_push_subject_and_config_filter_that_differ_are_refused(js: JetStream, stream: str) -> None:
+    with pytest.raises(nats.InvalidArgumentError, match="differ"):
+        js.subscribe(subj(stream, "a"), config=ConsumerConfig(filter_subject=subj(stream, "b")))
+    with pytest.raises(nats.InvalidArgumentError, match="differ"):
+        js.subscribe(
+            subj(stream, "a"),
+            ordered_consumer=True,
+            config=ConsumerConfig(filter_subject=subj(stream, "b")),
+        )
+    assert js.consumer_names(stream) == []

@@ -155,7 +155,7 @@ def test_rebinding_compares_only_what_the_caller_set(js: JetStream, stream: str)
         (ConsumerConfig(ack_wait=1.0), "ack_wait"),
         (ConsumerConfig(headers_only=True), "headers_only"),
         (ConsumerConfig(metadata={"owner": "sales"}), "metadata"),
-        (ConsumerConfig(max_waiting=0), "max_waiting"),
+        (ConsumerConfig(max_waiting=7), "max_waiting"),
     ]:
         with pytest.raises(nats.InvalidArgumentError, match=f"another configuration.*{field}"):
             js.pull_subscribe(f"{p}.x", "r", config=changed)

@@ -31,14 +31,22 @@ def test_what_the_server_leaves_out_or_adds_is_no_difference() -> None:
     assert config_differences(asked, has, NOTHING) == []
 
 
+def test_zero_values_ask_for_the_default_the_server_already_chose() -> None:
+    has = ConsumerConfig.from_dict(
+        {"max_deliver": -1, "max_waiting": 512, "max_ack_pending": 1000, "headers_only": True}
+    )
+    asked = ConsumerConfig(max_deliver=0, max_waiting=0, max_ack_pending=0, headers_only=False)
+    assert config_differences(asked, has, NOTHING) == []
+
+
 def test_what_the_caller_set_and_the_consumer_lacks_is_named() -> None:
     has = ConsumerConfig.from_dict(
-        {"ack_policy": "explicit", "ack_wait": 30_000_000_000, "headers_only": True}
+        {"ack_policy": "explicit", "ack_wait": 30_000_000_000, "headers_only": False}
     )
     asked = ConsumerConfig(
         ack_policy=AckPolicy.NONE,
         ack_wait=5.0,
-        headers_only=False,
+        headers_only=True,
         max_deliver=3,
         metadata={"team": "b"},
         deliver_policy=DeliverPolicy.ALL,
