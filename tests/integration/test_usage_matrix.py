@@ -357,7 +357,8 @@ class QueueMember(PushMember):
     def join(self) -> None:
         c = self.cell
         cfg = work_config(filter_subjects=c.filters if c.several else None)
-        self.sub = self.js.subscribe(c.subject, queue="workers", stream=c.stream, config=cfg)
+        # The queue name is the durable's name: "work", as in every way.
+        self.sub = self.js.subscribe(c.subject, queue="work", stream=c.stream, config=cfg)
 
 
 class OrderedPushMember(PushMember):
