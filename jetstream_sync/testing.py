@@ -4,6 +4,10 @@
 * ``nc`` — a client connected to it, closed after the test.
 * ``server_factory`` — ``server_factory(**NATSServer options)`` starts extra servers that
   are always cleaned up, for tests that restart, kill or trace a server of their own.
+* ``js`` — ``nc.jetstream()``.
+* ``stream`` — a fresh stream ``<PREFIX><n>`` on the subjects ``<prefix><n>.>``, deleted
+  afterwards; PREFIX is the test module's ``STREAM_PREFIX`` (default ``S``), ``n`` unique in
+  the session (``stream_name(prefix)`` gives such names too).
 * ``drop_inbound(nc, predicate)`` — fault injection: while the context is open, messages
   arriving at ``nc`` for which ``predicate(msg)`` is true are dropped, as if lost on the way
   (chosen messages, heartbeats, flow-control requests...).
@@ -12,16 +16,38 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
-from typing import Any, Callable, Iterator, List
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List
 
 import pytest
 
 from .client import Client, connect
+from .errors import StreamNotFoundError
 from .msg import Msg
 from .server import NATSServer
 
-__all__ = ["drop_inbound", "nats_server", "nc", "server_factory", "wait_until"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .jetstream.context import JetStream
+
+__all__ = [
+    "drop_inbound",
+    "js",
+    "nats_server",
+    "nc",
+    "server_factory",
+    "stream",
+    "stream_name",
+    "wait_until",
+]
+
+# One counter for the session: the session's server outlives every module's streams.
+_stream_numbers = itertools.count()
+
+
+def stream_name(prefix: str) -> str:
+    """A stream name no other test of this session uses: ``<prefix><n>``."""
+    return f"{prefix}{next(_stream_numbers)}"
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -55,6 +81,24 @@ def nc(nats_server: NATSServer) -> Iterator[Client]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def js(nc: Client) -> JetStream:
+    return nc.jetstream()
+
+
+@pytest.fixture
+def stream(js: JetStream, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = stream_name(getattr(request.module, "STREAM_PREFIX", "S"))
+    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+    try:
+        yield name
+    finally:
+        try:
+            js.delete_stream(name)
+        except StreamNotFoundError:
+            pass
 
 
 @pytest.fixture

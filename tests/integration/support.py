@@ -1,24 +1,14 @@
-"""What several integration test modules share: an error_cb that keeps what it is given,
-names for the streams the tests make, and the client operations a server trace log
-(``nats-server -V``) shows."""
+"""What several integration test modules share: an error_cb that keeps what it is given, and
+the client operations a server trace log (``nats-server -V``) shows."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any, List
 
 import pytest
 
 import jetstream_sync as nats
-
-# One counter for every module: the session's server outlives each module's streams.
-_numbers = itertools.count()
-
-
-def stream_name(prefix: str) -> str:
-    """A stream name no other test of this session uses: ``<prefix><n>``."""
-    return f"{prefix}{next(_numbers)}"
 
 
 class Errors:

@@ -8,12 +8,12 @@ import json
 from typing import Callable, Dict, Iterator, List
 
 import pytest
-from support import Errors, stream_name
+from support import Errors
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
-from jetstream_sync.testing import wait_until
+from jetstream_sync.testing import stream_name, wait_until
 
 
 @pytest.fixture

@@ -26,12 +26,12 @@ import pytest
 from fault_table import print_table, run_fault_table
 from faultproxy import BOTH, DOWN, UP, FaultProxy
 from load import AckedPublisher, stream_msg_ids
-from support import Errors, stream_name
+from support import Errors
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
-from jetstream_sync.testing import wait_until
+from jetstream_sync.testing import stream_name, wait_until
 
 STREAM_PREFIX = "FP"
 # A call with timeout=1 must be done well within this on a 2-core machine shared with

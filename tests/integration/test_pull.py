@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Tuple
 
 import pytest
-from support import lose_the_create_race, stream_name
+from support import lose_the_create_race
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
-from jetstream_sync.testing import wait_until
+from jetstream_sync.testing import stream_name, wait_until
 
 STREAM_PREFIX = "PULL"  # the shared stream fixture names its streams PULL<n>
 

@@ -1,7 +1,7 @@
 """Fixtures of the nats.js interop tests: node, the peers, our JetStream context, streams.
 
-The server is the session's ``nats_server`` (jetstream_sync.testing); nats.js and our client
-both talk to it. Without node the tests are skipped; with node but without
+The server is the session's ``nats_server``, with ``js`` and ``stream`` (jetstream_sync.testing);
+nats.js and our client both talk to it. Without node the tests are skipped; with node but without
 ``tests/interop/node_modules`` they fail, because that is a setup step left out, not a
 missing tool: ``npm ci --prefix tests/interop`` makes it from the committed lock file.
 """
@@ -17,11 +17,7 @@ from typing import Callable, Iterator, List
 import pytest
 from interop_peers import HERE, JsonLinesProcess, NodePeer, SyncPeer
 
-import jetstream_sync as nats
-from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
-
-_numbers = itertools.count()
 
 
 @pytest.fixture(scope="session")
@@ -40,25 +36,6 @@ def node() -> str:
     if major < 18:
         pytest.skip(f"node {out.stdout.strip()} is too old for nats.js 3 (needs >= 18)")
     return path
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture
-def stream(js: JetStream) -> Iterator[str]:
-    """A fresh stream ``IOP<n>`` on ``iop<n>.>``, deleted afterwards."""
-    name = f"IOP{next(_numbers)}"
-    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
-    try:
-        yield name
-    finally:
-        try:
-            js.delete_stream(name)
-        except nats.StreamNotFoundError:
-            pass
 
 
 @pytest.fixture

@@ -30,6 +30,8 @@ import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.testing import drop_inbound, wait_until
 
+STREAM_PREFIX = "IOP"  # the stream fixture's names: IOP<n>
+
 REGIONS = ("eu", "us", "ap")
 
 
