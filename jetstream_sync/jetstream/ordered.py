@@ -84,6 +84,7 @@ class OrderedConsumer:
         self._stream_seq = 0  # of the last message handed out
         self._consumer_seq = 0  # of that message, in the current link of the chain
         self._consumer: Optional[PullConsumer] = None
+        self._left = False  # messages()/consume() stopped: the current link is deleted
         self._lock = threading.RLock()
         self.resets = 0  # how many times the chain was rebuilt (for the curious and tests)
         self._link()
@@ -114,6 +115,23 @@ class OrderedConsumer:
         if old is not None:
             self._js._delete_consumer_nowait(self.stream, old.name)
         return self._consumer
+
+    def _current(self) -> PullConsumer:
+        """The link to read from: after a stopped messages()/consume() deleted the last one,
+        a new link starting after the last message handed out."""
+        if self._left:
+            self._left = False
+            self._consumer = None  # (deleted already: _link must not delete it again)
+            self._link()
+        assert self._consumer is not None
+        return self._consumer
+
+    def _leave(self) -> None:
+        """A continuous read ended: delete the current link now rather than leave it to the
+        server's inactive threshold (nobody waits for the answer)."""
+        if self._consumer is not None and not self._left:
+            self._left = True
+            self._js._delete_consumer_nowait(self.stream, self._consumer.name)
 
     def _relink(self) -> None:
         """Rebuild the chain; while the server is unreachable (a restart), try again until
@@ -154,8 +172,7 @@ class OrderedConsumer:
         deadline = Deadline(t)
         with self._lock:
             while True:
-                consumer = self._consumer
-                assert consumer is not None
+                consumer = self._current()
                 try:
                     got = consumer.fetch(n, max_wait=max(deadline.remaining(), 0.001))
                 except _BREAKS:
@@ -221,12 +238,22 @@ class OrderedConsumer:
         return _OrderedPump(self, n, exp, hb, check_alarm(heartbeat_alarm))
 
     def delete(self) -> None:
-        """Delete the current link of the chain (done by the server anyway once idle)."""
-        if self._consumer is not None:
-            try:
-                self._js.delete_consumer(self.stream, self._consumer.name)
-            except errors.ConsumerNotFoundError:
-                pass
+        """Delete the current link of the chain now (stopping messages()/consume() does it,
+        leaving a ``with`` block does it, and the server removes an idle link after
+        5 minutes). A later read starts a new link where this one stopped."""
+        with self._lock:
+            if self._consumer is not None and not self._left:
+                self._left = True
+                try:
+                    self._js.delete_consumer(self.stream, self._consumer.name)
+                except errors.ConsumerNotFoundError:
+                    pass
+
+    def __enter__(self) -> OrderedConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
 
 
 class _OrderedPump:
@@ -242,8 +269,7 @@ class _OrderedPump:
         self._pump = self._new_pump()
 
     def _new_pump(self) -> _Pump:
-        assert self._oc._consumer is not None
-        pump = _Pump(self._oc._consumer, *self._args, alarm=self._alarm)
+        pump = _Pump(self._oc._current(), *self._args, alarm=self._alarm)
         pump.report_terminal = False  # a broken link is rebuilt, not an error to report
         pump.chain_link = True
         pump.start()
@@ -286,10 +312,14 @@ class _OrderedPump:
     def stop(self) -> None:
         self.stopped = True
         self._pump.stop()
+        self._oc._leave()
 
     def drain(self, timeout: float) -> None:
         self.stopped = True
-        self._pump.drain(timeout)
+        try:
+            self._pump.drain(timeout)
+        finally:
+            self._oc._leave()
 
 
 class OrderedConsumerFactory:

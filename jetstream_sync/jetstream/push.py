@@ -40,6 +40,9 @@ __all__ = ["JetStreamSubscription", "OrderedPushSubscription", "PushSubscriber"]
 HEARTBEAT_ALARM = 3.0  # missed intervals before NoHeartbeatError (ADR-15)
 _LIMIT_MSGS = 65536
 _LIMIT_BYTES = 64 * 1024 * 1024
+# How long a leaving queue member that made the durable waits for push_bound to drop before
+# it concludes that other members are still bound (and leaves the durable to them).
+_UNBIND_SETTLE = 1.0
 
 
 class JetStreamSubscription:
@@ -284,10 +287,8 @@ class JetStreamSubscription:
         if not self._created or self._nc.is_closed:
             return
         try:
-            if self._queue:
-                self._nc.flush()  # our UNSUB first: push_bound then counts the others only
-                if self._js.consumer_info(self.stream, self.consumer).push_bound:
-                    return
+            if self._queue and self._others_bound():
+                return
             self._js.delete_consumer(self.stream, self.consumer)
         except errors.ConsumerNotFoundError:
             pass
@@ -295,6 +296,21 @@ class JetStreamSubscription:
             if not report:
                 raise
             self._nc._report(exc)
+
+
+    def _others_bound(self) -> bool:
+        """Whether other queue members still listen. The server updates push_bound a little
+        after it has our UNSUB (tens of ms, measured): true at first may only be us, so it
+        is asked again for a short while; still true then, the others are real."""
+        self._nc.flush()  # our UNSUB first
+        deadline = time.monotonic() + _UNBIND_SETTLE
+        pause = 0.01
+        while self._js.consumer_info(self.stream, self.consumer).push_bound:
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(pause)  # server state, not an event of ours: nothing to wait on
+            pause = min(pause * 2, 0.1)
+        return False
 
 
 class PushSubscriber:

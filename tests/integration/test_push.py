@@ -590,3 +590,28 @@ def test_push_subject_and_config_filter_that_differ_are_refused(js: JetStream, s
             config=ConsumerConfig(filter_subject=subj(stream, "b")),
         )
     assert js.consumer_names(stream) == []
+
+
+def test_a_queue_durables_maker_leaving_alone_deletes_it_every_time(
+    js: JetStream, stream: str
+) -> None:
+    # The server updates push_bound a little after our UNSUB: read once, it said "bound" in
+    # about 5 % of leaves and the durable stayed behind (found by the usage matrix).
+    for i in range(20):
+        sub = js.subscribe(subj(stream, "*"), queue=f"q{i}")
+        fill(js, stream, 1, "a")
+        sub.next_msg(timeout=5).ack_sync()
+        sub.unsubscribe()
+        assert f"q{i}" not in js.consumer_names(stream), f"left behind on round {i}"
+
+
+def test_ordered_pull_chains_are_deleted_on_leaving(js: JetStream, stream: str) -> None:
+    fill(js, stream, 3, "a")
+    oc = js.ordered_consumer(stream, filter_subjects=[subj(stream, "*")])
+    with oc.messages() as it:
+        assert next(it).data == b"0"
+    wait_until(lambda: js.consumer_names(stream) == [], 5, "the link deleted")
+    assert oc.next(timeout=5).data == b"1"  # a new link, after the last message handed out
+    with oc:
+        assert oc.next(timeout=5).data == b"2"
+    wait_until(lambda: js.consumer_names(stream) == [], 5, "the link deleted")
