@@ -1,6 +1,14 @@
 """Publishing a partition: pipelined ``publish_async``, every ack waited for, and message ids
 that make a retried task a no-op on the server (JetStream de-duplicates ``Nats-Msg-Id``
-within the stream's ``duplicate_window``)."""
+within the stream's ``duplicate_window``).
+
+A row's default id does not depend on where it stands in the partition: a retried task may
+read a shuffled partition in another order (another executor, another fetch order), and an
+id by position would then drop new rows as "duplicates" and store repeated ones. The id is
+``<prefix>-<digest of subject, headers and data>``, with ``-<k>`` for the k-th repeat of an
+identical message in the partition, so identical rows stay distinct and every retry, in any
+order, produces the same set of ids.
+"""
 
 from __future__ import annotations
 
@@ -35,10 +43,16 @@ class PublishResult:
     duplicates: int = 0  # acks saying "already stored" (a retried task's earlier publishes)
 
 
-def content_id(subject: str, data: bytes) -> str:
-    """A short digest of a message, for ids when no write id is known."""
-    h = hashlib.blake2b(digest_size=8)
+def content_id(subject: str, data: bytes, headers: Optional[Dict[str, List[str]]] = None) -> str:
+    """A digest of a message's content (128 bits: no two rows of a partition share one by
+    chance); headers count, in a canonical order."""
+    h = hashlib.blake2b(digest_size=16)
     h.update(subject.encode())
+    h.update(b"\0")
+    if headers:
+        for name in sorted(headers):
+            for value in headers[name]:
+                h.update(f"{name}:{value}\n".encode())
     h.update(b"\0")
     h.update(data)
     return h.hexdigest()
@@ -57,22 +71,23 @@ def publish_all(
     msgs: Iterable[OutMsg],
     id_prefix: Optional[str],
     ack_timeout: float = 60.0,
-    digest_ids: bool = False,
 ) -> PublishResult:
     """Publish ``msgs`` and wait for every ack; raise the first failed publish's error.
 
-    A message without its own id gets ``<id_prefix>-<index>`` (``-<content digest>``
-    appended with ``digest_ids``), ``index`` counting from 0 in ``msgs``: the same input
-    in the same order gives the same ids, so a retry is de-duplicated. ``id_prefix`` None
-    and no id: no ``Nats-Msg-Id`` at all.
+    A message without its own id gets ``<id_prefix>-<content digest>`` (``-<k>`` added for
+    the k-th repeat of the same content in ``msgs``): the same messages in any order give
+    the same ids, so a retry is de-duplicated. ``id_prefix`` None and no id: no
+    ``Nats-Msg-Id`` at all. Memory: one entry per distinct message of the partition.
     """
     result = PublishResult()
     pending: List[Future[api.PubAck]] = []
-    for index, (subject, data, headers, msg_id) in enumerate(msgs):
+    seen: Dict[str, int] = {}  # digest -> copies so far
+    for subject, data, headers, msg_id in msgs:
         if msg_id is None and id_prefix is not None:
-            msg_id = f"{id_prefix}-{index}"
-            if digest_ids:
-                msg_id += "-" + content_id(subject, data)
+            digest = content_id(subject, data, headers)
+            copies = seen.get(digest, 0)
+            seen[digest] = copies + 1
+            msg_id = f"{id_prefix}-{digest}-{copies}" if copies else f"{id_prefix}-{digest}"
         pending.append(js.publish_async(subject, data, headers=headers, msg_id=msg_id))
         if len(pending) >= _PRUNE_EVERY:
             keep = []

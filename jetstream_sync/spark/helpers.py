@@ -49,10 +49,10 @@ def publish_partition(
 
     Rows (Spark Rows or dicts) have ``data`` (bytes or str) and optionally ``subject``
     (else ``subject``), ``headers`` (a map of a string or a list of strings) and
-    ``msg_id``. A row without ``msg_id`` gets ``<write_id>-<partition>-<row>``; without a
-    ``write_id``, ``s<stage>-<partition>-<row>-<digest of subject and data>``: still the
-    same in a retry, and two different messages never share one (but the same message
-    published again at the same place within the duplicate window is dropped).
+    ``msg_id``. A row without ``msg_id`` gets ``<write_id>-<partition>-<digest of its
+    subject, headers and data>`` (``-<k>`` for the k-th identical row of the partition);
+    without a ``write_id``, ``s<stage>-<partition>-<digest>``. The ids do not depend on the
+    order in which a task sees its rows, so a retry in any order stores each row once.
 
     ``options``: connect() keywords (user, password, token, name, ...) plus ``domain``,
     ``prefix``, ``timeout`` for the JetStream context. The connection is the worker
@@ -64,13 +64,8 @@ def publish_partition(
     if stream is not None or subject is not None:
         check_duplicate_window(js, stream=stream, subject=subject)
     stage, partition = _task_ids()
-    if write_id is not None:
-        prefix, digest = f"{write_id}-{partition}", False
-    else:
-        prefix, digest = f"s{stage}-{partition}", True
-    return publish_all(
-        js, msgs_from_rows(rows, subject), prefix, ack_timeout=ack_timeout, digest_ids=digest
-    )
+    prefix = f"{write_id}-{partition}" if write_id is not None else f"s{stage}-{partition}"
+    return publish_all(js, msgs_from_rows(rows, subject), prefix, ack_timeout=ack_timeout)
 
 
 def process_work_queue(
@@ -108,7 +103,19 @@ def process_work_queue(
     js_options = {k: options.pop(k) for k in _JS_KEYS if k in options}
     js = _clients.jetstream(servers, js_options, **options)
     pull = js.consumer(stream, consumer)
-    ack_wait = pull.consumer_info().config.ack_wait or 30.0
+    config = pull.consumer_info().config
+    ack_wait = config.ack_wait or 30.0
+    for limit, what in (
+        (config.max_ack_pending, "max_ack_pending"),
+        (config.max_batch, "max_batch"),
+    ):
+        if limit is not None and 0 < limit < batch_size:
+            # The server would never hand out more than that at once: every "batch" would
+            # silently be smaller than asked.
+            raise errors.InvalidArgumentError(
+                f"batch_size {batch_size} is above the {what} of consumer {consumer!r} "
+                f"({limit}): lower batch_size, or raise the consumer's {what}"
+            )
     done = 0
     while max_batches is None or done < max_batches:
         msgs = pull.fetch(batch_size, max_wait=max_wait)

@@ -15,9 +15,10 @@ what was stored when the query started, then stops.
 
 Writing (``df.writeStream.format("jetstream")``): each micro-batch is published like a batch
 write; a message without a ``msg_id`` column value gets
-``<query id>-<batch id>-<partition>-<row>``. The query id survives a restart from the same
-checkpoint and the batch id of a replayed micro-batch is the same, so a micro-batch written
-again is de-duplicated by the server (within the stream's duplicate window).
+``<query id>-<batch id>-<partition>-<digest of the row>`` (see ``_publish``: no dependence on
+the order of the rows). The query id survives a restart from the same checkpoint and the batch
+id of a replayed micro-batch is the same, so a micro-batch written again is de-duplicated by
+the server (within the stream's duplicate window).
 """
 
 from __future__ import annotations
