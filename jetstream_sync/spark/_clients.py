@@ -21,6 +21,7 @@ publishes must wait for the acks before a task returns (the writers do).
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 from typing import Any, Dict, Hashable, List, Sequence, Tuple, Union
 
@@ -92,7 +93,7 @@ def client(servers: Union[str, Sequence[str]], **options: Any) -> Client:
         if nc is not None and _usable(nc):
             return nc
         options.setdefault("name", "jetstream_sync-spark")
-        nc = connect(list(_servers_key(servers)), **options)
+        nc = connect(list(_servers_key(servers)), **_with_tls_context(options))
         _clients[key] = nc
         for ctx_key in [k for k in _contexts if k[0] == key]:
             del _contexts[ctx_key]
@@ -115,6 +116,22 @@ def jetstream(
         js = nc.jetstream(**js_options)
         _contexts[key] = js
         return js
+
+
+def _with_tls_context(options: Dict[str, Any]) -> Dict[str, Any]:
+    """connect()'s keywords, with ``tls_ca_file`` / ``tls_cert_file`` / ``tls_key_file``
+    (the Spark options, cached by their paths) made into the SSLContext connect() takes."""
+    files = {}
+    for k in ("tls_ca_file", "tls_cert_file", "tls_key_file"):
+        value = options.pop(k, None)
+        if value:
+            files[k] = str(value)
+    if not files:
+        return options
+    ctx = ssl.create_default_context(cafile=files.get("tls_ca_file"))
+    if "tls_cert_file" in files:
+        ctx.load_cert_chain(files["tls_cert_file"], files.get("tls_key_file"))
+    return {**options, "tls": ctx}
 
 
 def cached_clients() -> List[Client]:

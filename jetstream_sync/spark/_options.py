@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+import json
+from typing import Any, Dict, Mapping, Optional, Set, Tuple
 
 from .. import errors
 
-__all__ = ["connection", "float_option", "int_option", "js_options", "required"]
+__all__ = ["checked", "connection", "float_option", "int_option", "js_options", "required"]
 
 # Options passed to connect() as they are (strings); the rest are converted below.
 _STRING_CONNECT = ("user", "password", "token", "name", "tls_hostname", "inbox_prefix")
@@ -14,6 +15,122 @@ _FLOAT_CONNECT = ("connect_timeout", "reconnect_time_wait", "ping_interval")
 _INT_CONNECT = ("max_reconnect_attempts",)
 # Paths of key material, readable on every executor: option name -> connect() keyword.
 _FILE_CONNECT = {"creds": "user_credentials", "nkeys_seed": "nkeys_seed"}
+# TLS from files readable on every executor (the SSLContext is made there, by _clients):
+# the CA to verify the server with, and a client certificate and key for mutual TLS.
+_TLS_FILES = ("tls_ca_file", "tls_cert_file", "tls_key_file")
+_BOOL_CONNECT = ("tls_handshake_first",)
+
+
+_JS = ("domain", "api_prefix", "timeout")
+_CONNECTION = (
+    "servers",
+    *_STRING_CONNECT,
+    *_FLOAT_CONNECT,
+    *_INT_CONNECT,
+    *_FILE_CONNECT,
+    *_TLS_FILES,
+    *_BOOL_CONNECT,
+    *_JS,
+)
+# What each use of the data source reads, besides the connection.
+_KNOWN = {
+    "read": (
+        "stream",
+        "filter_subject",
+        "partitions",
+        "direct",
+        "start_seq",
+        "end_seq",
+        "start_time",
+        "end_time",
+        "read_timeout",
+    ),
+    "stream read": (
+        "stream",
+        "filter_subject",
+        "partitions",
+        "direct",
+        "start_seq",
+        "start_time",
+        "starting",
+        "max_rows_per_trigger",
+        "read_timeout",
+    ),
+    "write": ("stream", "subject", "write_id", "ack_timeout"),
+    "stream write": ("stream", "subject", "write_id", "ack_timeout"),
+}
+# Spark's own options, which it may pass along to a data source.
+_SPARKS = frozenset({"path", "checkpointlocation"})
+# Kafka source names (as Spark hands them: lower-cased) with the same meaning here, each with
+# the option of ours it stands for (a use that lacks that option lacks the alias too).
+_KAFKA = {
+    "startingoffsets": "start_seq",
+    "endingoffsets": "end_seq",
+    "maxoffsetspertrigger": "max_rows_per_trigger",
+}
+
+
+def checked(options: Mapping[str, Any], use: str) -> Dict[str, Any]:
+    """The options for ``use`` (read, stream read, write, stream write) with Kafka's names
+    turned into ours; an unknown option is an error naming the valid ones, never ignored.
+
+    ``startingOffsets``: ``earliest`` / ``latest`` (a stream read), or a stream sequence to
+    start at (a number, or ``{"seq": n}`` as this source's offsets are written);
+    ``endingOffsets`` (a batch read): ``latest`` (no end) or a last sequence;
+    ``maxOffsetsPerTrigger``: sequences per micro-batch.
+    """
+    known = set(_CONNECTION) | set(_KNOWN[use])
+    out: Dict[str, Any] = {}
+    for key, value in options.items():
+        name = str(key).lower()
+        if name in _KAFKA and _KAFKA[name] in known:
+            translated = _from_kafka(name, str(value).strip(), known, use)
+            if translated is None:
+                continue  # our default already
+            name, value = translated
+        elif name not in known and name not in _SPARKS:
+            valid = sorted(known | {k for k, v in _KAFKA.items() if v in known})
+            raise errors.InvalidArgumentError(
+                f"unknown option {key!r} for a jetstream {use}; valid options: " + ", ".join(valid)
+            )
+        if name in out:
+            raise errors.InvalidArgumentError(f"option {name!r} is given twice (or by an alias)")
+        out[name] = value
+    return out
+
+
+def _from_kafka(name: str, text: str, known: Set[str], use: str) -> Optional[Tuple[str, str]]:
+    """Our option and value for one of Kafka's, or None where ours is the default."""
+    word = text.lower()
+    if name == "startingoffsets":
+        if word in ("earliest", "latest"):
+            if "starting" in known:
+                return "starting", word
+            if word == "earliest":
+                return None  # a batch read starts at the first message anyway
+            raise errors.InvalidArgumentError(
+                f"option 'startingOffsets' cannot be latest for a jetstream {use}"
+            )
+        return "start_seq", _seq_of(name, text)
+    if name == "endingoffsets":
+        return None if word == "latest" else ("end_seq", _seq_of(name, text))
+    return _KAFKA[name], text
+
+
+def _seq_of(name: str, text: str) -> str:
+    """A stream sequence from a number or ``{"seq": n}`` (the offsets this source writes)."""
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict) or not isinstance(obj.get("seq"), int):
+            raise errors.InvalidArgumentError(
+                f'option {name!r} must be earliest, latest, a sequence or {{"seq": n}}, '
+                f"got {text!r}"
+            )
+        return str(obj["seq"])
+    return text
 
 
 def required(options: Mapping[str, Any], key: str) -> str:
@@ -69,7 +186,28 @@ def connection(options: Mapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
         n = int_option(options, key, minimum=-1)
         if n is not None:
             kwargs[key] = n
+    for key in _TLS_FILES:
+        if options.get(key):
+            kwargs[key] = str(options[key])
+    if ("tls_cert_file" in kwargs) != ("tls_key_file" in kwargs):
+        raise errors.InvalidArgumentError(
+            "options 'tls_cert_file' and 'tls_key_file' go together (mutual TLS)"
+        )
+    for key in _BOOL_CONNECT:
+        flag = bool_option(options, key)
+        if flag is not None:
+            kwargs[key] = flag
     return servers, kwargs
+
+
+def bool_option(options: Mapping[str, Any], key: str) -> Optional[bool]:
+    value = options.get(key)
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise errors.InvalidArgumentError(f"option {key!r} must be true or false, got {value!r}")
+    return text == "true"
 
 
 def js_options(options: Mapping[str, Any]) -> Dict[str, Any]:

@@ -34,7 +34,7 @@ from pyspark.sql.types import StructType
 
 from .. import errors
 from . import _clients
-from ._options import connection, float_option, int_option, js_options, required
+from ._options import checked, connection, float_option, int_option, js_options, required
 from ._publish import check_duplicate_window, publish_all
 from ._ranges import SeqRange, parse_time_option, read_range, resolve_range, split_range
 from ._rows import SCHEMA, OutMsg, batches, msgs_from_arrow
@@ -72,14 +72,14 @@ class JetStreamDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return JetStreamBatchReader(dict(self.options), schema, self.default_partitions)
+        return JetStreamBatchReader(checked(self.options, "read"), schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamBatchWriter:
         if overwrite:
             raise errors.InvalidArgumentError(
                 "the jetstream data source only appends: use mode('append')"
             )
-        options = dict(self.options)
+        options = checked(self.options, "write")
         # Made once, on the driver: every task (and every retry of one) sees the same id.
         write_id = options.get("write_id") or uuid.uuid4().hex
         writer = JetStreamBatchWriter(options, str(write_id))
@@ -89,7 +89,9 @@ class JetStreamDataSource(DataSource):
     def streamReader(self, schema: StructType) -> Any:
         from .streaming import JetStreamStreamReader
 
-        return JetStreamStreamReader(dict(self.options), schema, self.default_partitions)
+        return JetStreamStreamReader(
+            checked(self.options, "stream read"), schema, self.default_partitions
+        )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from .streaming import JetStreamStreamWriter
@@ -98,7 +100,7 @@ class JetStreamDataSource(DataSource):
             raise errors.InvalidArgumentError(
                 "the jetstream data source only appends: use outputMode('append')"
             )
-        writer = JetStreamStreamWriter(dict(self.options))
+        writer = JetStreamStreamWriter(checked(self.options, "stream write"))
         writer.check_stream()
         return writer
 
@@ -174,11 +176,11 @@ class JetStreamCommitMessage(WriterCommitMessage):
 class JetStreamBatchWriter(DataSourceArrowWriter):
     """Publishes each partition with ``publish_async`` and waits for every ack.
 
-    Message ids: the ``msg_id`` column when given, else ``<write_id>-<partition>-<row>``;
-    ``write_id`` is the ``write_id`` option or a random id made once on the driver, so a
-    retried task publishes the same ids and the server drops the copies (within the
-    stream's duplicate_window). Input partitions must come in a deterministic order for
-    that (a plain read of a source does; an unordered shuffle may not).
+    Message ids: the ``msg_id`` column when given, else ``<write_id>-<partition>-<digest of
+    the row's subject, headers and data>`` (``-<k>`` for the k-th identical row); ``write_id``
+    is the ``write_id`` option or a random id made once on the driver, so a retried task
+    publishes the same ids — in whatever order it reads its rows, a shuffle's included —
+    and the server drops the copies (within the stream's duplicate_window).
     """
 
     def __init__(self, options: Dict[str, Any], write_id: str) -> None:

@@ -212,3 +212,28 @@ def test_publish_partition_reuses_connections(spark: Any, spark_nats: NATSServer
     used = _connections(spark_nats.monitoring_url, name)
     print(f"publish_partition: {used} connection(s) for 12 tasks")
     assert 1 <= used <= 4, f"{used} connections for 12 tasks"
+
+
+def test_kafka_option_names_and_unknown_options(
+    spark: Any, spark_nats: NATSServer, direct_stream: Expected
+) -> None:
+    """Kafka's names where the meaning is the same (issue 18, 3); any other unknown option is
+    an error naming the valid ones instead of being ignored (Spark lower-cases the keys)."""
+    url = spark_nats.url
+    ranged = _read(spark, url, "RD", startingOffsets='{"seq": 100}', endingOffsets=199)
+    _check_rows(ranged.collect(), direct_stream, list(range(100, 200)), "RD")
+    tail = _read(spark, url, "RD", startingOffsets=990, endingOffsets="latest").collect()
+    assert sorted(r.stream_seq for r in tail) == list(range(990, N + 1))
+    with pytest.raises(Exception, match=r"unknown option 'maxoffsetspertrigger'.*valid options"):
+        _read(spark, url, "RD", maxOffsetsPerTrigger=10).collect()
+    with pytest.raises(Exception, match=r"unknown option 'filtr_subject'.*filter_subject"):
+        _read(spark, url, "RD", filtr_subject="rd.a").collect()
+    with pytest.raises(Exception, match="unknown option 'startingoffsets' for a jetstream write"):
+        (
+            spark.createDataFrame([("rd.a", b"x")], "subject string, data binary")
+            .write.format("jetstream")
+            .option("servers", url)
+            .option("startingOffsets", "earliest")
+            .mode("append")
+            .save()
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +132,55 @@ def test_connection_options() -> None:
         _options.connection({"stream": "S"})
     with pytest.raises(nats.InvalidArgumentError, match="'connect_timeout' must be a number"):
         _options.connection({"servers": "x", "connect_timeout": "soon"})
+
+
+def test_options_checked_with_kafka_names() -> None:
+    base = {"servers": "nats://x", "stream": "S"}
+    assert _options.checked({**base, "startingOffsets": "latest"}, "stream read") == {
+        **base,
+        "starting": "latest",
+    }
+    assert _options.checked({**base, "maxOffsetsPerTrigger": "5"}, "stream read") == {
+        **base,
+        "max_rows_per_trigger": "5",
+    }
+    assert _options.checked({**base, "startingoffsets": '{"seq": 7}'}, "read") == {
+        **base,
+        "start_seq": "7",
+    }
+    assert _options.checked({**base, "startingoffsets": "earliest"}, "read") == base
+    assert _options.checked({**base, "endingoffsets": "latest"}, "read") == base
+    assert _options.checked({**base, "path": "ignored", "checkpointLocation": "/c"}, "read")
+    with pytest.raises(nats.InvalidArgumentError, match="cannot be latest"):
+        _options.checked({**base, "startingOffsets": "latest"}, "read")
+    with pytest.raises(nats.InvalidArgumentError, match="given twice"):
+        _options.checked({**base, "start_seq": "1", "startingOffsets": "2"}, "read")
+    with pytest.raises(nats.InvalidArgumentError, match=r'\{"seq": n\}'):
+        _options.checked({**base, "startingOffsets": "{oops"}, "stream read")
+    with pytest.raises(nats.InvalidArgumentError, match="unknown option 'ack_timeout'"):
+        _options.checked({**base, "ack_timeout": "5"}, "read")
+
+
+def test_tls_options_reach_the_executors_client(tmp_path: Path) -> None:
+    """tls_ca_file / tls_cert_file / tls_key_file (issue 18, 3): the executor makes the
+    SSLContext from files, and the per-process cache still keys on the option values."""
+    pytest.importorskip("cryptography", reason="the test PKI needs cryptography")
+    from jetstream_sync.testpki import PKI
+
+    pki = PKI(tmp_path)
+    with NATSServer(jetstream=True, config=pki.server_config(verify=True)) as srv:
+        options = {
+            "servers": srv.url,
+            "tls_hostname": "nats.test",
+            "tls_ca_file": str(pki.ca),
+            "tls_cert_file": str(pki.client),
+            "tls_key_file": str(pki.client_key),
+        }
+        servers, kwargs = _options.connection(_options.checked(options, "read"))
+        js = _clients.jetstream(servers, None, **kwargs)
+        assert js.nc.is_connected and js.nc.server_info.get("tls_required")
+        again = _clients.jetstream(*_options.connection(options)[:1], None, **kwargs)
+        assert again.nc is js.nc  # cached: one connection per worker process
+        js.nc.close()
+    with pytest.raises(nats.InvalidArgumentError, match="go together"):
+        _options.connection({"servers": "x", "tls_cert_file": str(pki.client)})

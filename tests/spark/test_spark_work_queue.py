@@ -69,3 +69,22 @@ def test_arguments_are_checked(spark: Any, spark_nats: NATSServer) -> None:
         process_work_queue(spark, "nope", spark_nats.url, "S", "C")  # type: ignore[arg-type]
     with pytest.raises(nats.InvalidArgumentError, match="batch_size"):
         process_work_queue(spark, print, spark_nats.url, "S", "C", batch_size=0)
+
+
+def test_a_batch_size_the_consumer_cannot_serve_is_refused(
+    spark: Any, spark_nats: NATSServer
+) -> None:
+    """batch_size above max_ack_pending would silently run smaller batches (issue 18, 3)."""
+    url = spark_nats.url
+    stream = _queue(url, 10)
+    with nats.connect(url) as nc:
+        js = nc.jetstream()
+        js.delete_consumer(stream, "spark")  # a work queue takes one unfiltered consumer
+        js.add_consumer(stream, durable_name="small", max_ack_pending=100)
+    with pytest.raises(nats.InvalidArgumentError, match=r"above the max_ack_pending.*\(100\)"):
+        process_work_queue(spark, print, url, stream, "small", batch_size=1000)
+    done: List[int] = []
+    n = process_work_queue(
+        spark, lambda df, i: done.append(df.count()), url, stream, "small", batch_size=100
+    )
+    assert (n, sum(done)) == (1, 10)
