@@ -7,7 +7,15 @@ from typing import Any, Dict, Mapping, Optional, Set, Tuple
 
 from .. import errors
 
-__all__ = ["checked", "connection", "float_option", "int_option", "js_options", "required"]
+__all__ = [
+    "bool_option",
+    "checked",
+    "connection",
+    "float_option",
+    "int_option",
+    "js_options",
+    "required",
+]
 
 # Options passed to connect() as they are (strings); the rest are converted below.
 _STRING_CONNECT = ("user", "password", "token", "name", "tls_hostname", "inbox_prefix")
@@ -55,6 +63,7 @@ _KNOWN = {
         "starting",
         "max_rows_per_trigger",
         "read_timeout",
+        "fail_on_data_loss",
     ),
     "write": ("stream", "subject", "write_id", "ack_timeout"),
     "stream write": ("stream", "subject", "write_id", "ack_timeout"),
@@ -67,6 +76,7 @@ _KAFKA = {
     "startingoffsets": "start_seq",
     "endingoffsets": "end_seq",
     "maxoffsetspertrigger": "max_rows_per_trigger",
+    "failondataloss": "fail_on_data_loss",
 }
 
 

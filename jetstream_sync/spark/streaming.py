@@ -43,7 +43,7 @@ from pyspark.sql.types import StructType
 
 from .. import errors
 from . import _clients
-from ._options import connection, float_option, int_option, js_options, required
+from ._options import bool_option, connection, float_option, int_option, js_options, required
 from ._publish import check_duplicate_window, publish_all
 from ._ranges import SeqRange, parse_time_option, read_range, seq_at_or_after, split_range
 from ._rows import batches, msgs_from_arrow
@@ -112,6 +112,8 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             raise errors.InvalidArgumentError(f"option 'direct' must be auto/true/false: {mode!r}")
         self.direct_mode = mode
         self.read_timeout = float_option(options, "read_timeout") or 30.0
+        fail = bool_option(options, "fail_on_data_loss")
+        self.fail_on_data_loss = True if fail is None else fail
         self.target: Optional[int] = None  # Trigger.AvailableNow: read no further than this
 
     # --- driver side ----------------------------------------------------------------------
@@ -141,10 +143,27 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def latestOffset(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
         first = _seq_of(start, "start")
-        end = self.target if self.target is not None else self._state().state.last_seq + 1
+        state = self._state().state
+        self._check_data_loss(first, state)
+        end = self.target if self.target is not None else state.last_seq + 1
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + max(1, limit.max_rows))
         return {"seq": max(first, end)}
+
+    def _check_data_loss(self, first: int, state: Any) -> None:
+        """Sequences are contiguous: a start below the stream's first sequence (and not past
+        its last) means messages this query never read were removed — limits, a purge,
+        message TTL. Kafka's failOnDataLoss: fail, unless told to skip ahead."""
+        if not (first < state.first_seq and first <= state.last_seq):
+            return
+        gone = f"sequences {first}..{state.first_seq - 1} of stream {self.stream!r}"
+        if self.fail_on_data_loss:
+            raise errors.JetStreamError(
+                f"{gone} were removed before this query read them (stream limits, a purge or "
+                "message TTL); set the option fail_on_data_loss (failOnDataLoss) to false to "
+                "skip ahead instead"
+            )
+        log.warning("jetstream_sync.spark: %s were removed before they were read: skipped", gone)
 
     def reportLatestOffset(self) -> Optional[Dict[str, Any]]:
         return {"seq": self._state().state.last_seq + 1}

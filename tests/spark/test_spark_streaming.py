@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional
 
 import jetstream_sync as nats
 from jetstream_sync.server import NATSServer
@@ -145,3 +145,40 @@ def test_replayed_micro_batch_is_deduplicated_by_the_server(
         assert js.stream_info(target).state.messages == 300  # the replay stored nothing new
         datas = sorted(int(js.get_msg(target, s).data) for s in range(1, 301))
     assert datas == list(range(300))
+
+
+def test_fail_on_data_loss(spark: Any, spark_nats: NATSServer, tmp_path: Path) -> None:
+    """A checkpointed sequence no longer in the stream (here: purged) fails the query with a
+    clear error by default (Kafka's failOnDataLoss); set to false, the query skips ahead."""
+    url = spark_nats.url
+    stream = _stream(url, "DL", 20)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run(**options: Any) -> Optional[str]:
+        """The query's error, or None when it read everything."""
+        df = _source(spark, url, stream, **options)
+        query = (
+            df.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(120), "the query did not end"
+        except Exception as exc:  # the query's failure, raised by awaitTermination
+            return str(exc)
+        return None
+
+    assert run() is None
+    assert _rows_in(spark, out) == list(range(1, 21))
+    _publish(url, stream, 10, start=20)  # 21..30, then removed before the query reads them
+    with nats.connect(url) as nc:
+        nc.jetstream().purge_stream(stream)
+    _publish(url, stream, 5, start=30)  # 31..35
+    failed = run()
+    assert failed is not None
+    assert "sequences 21..30" in failed and "failOnDataLoss" in failed
+    assert _rows_in(spark, out) == list(range(1, 21))  # nothing read past the loss
+    assert run(failOnDataLoss="false") is None
+    assert _rows_in(spark, out) == list(range(1, 21)) + list(range(31, 36))
