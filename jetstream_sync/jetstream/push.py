@@ -297,7 +297,6 @@ class JetStreamSubscription:
                 raise
             self._nc._report(exc)
 
-
     def _others_bound(self) -> bool:
         """Whether other queue members still listen. The server updates push_bound a little
         after it has our UNSUB (tens of ms, measured): true at first may only be us, so it
