@@ -12,7 +12,7 @@ Executors share one connection per worker process (:func:`client`), rebuilt afte
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from ._clients import client, close_all, jetstream
 from .helpers import publish_partition
@@ -27,11 +27,16 @@ __all__ = [
 ]
 
 
-def register(spark: Any, default_partitions: Optional[int] = None) -> type:
+def register(
+    spark: Any, default_partitions: Optional[int] = None, filter_pushdown: bool = True
+) -> type:
     """Register the ``jetstream`` data source with ``spark`` and return the class registered.
 
     Reads without a ``partitions`` option use ``default_partitions``, else the session's
     default parallelism (when it can be asked: not over Spark Connect), else 4.
+    ``filter_pushdown``: a ``where`` on ``stream_seq``, ``timestamp`` or ``subject`` narrows
+    what a batch read fetches (sets ``spark.sql.python.filterPushdown.enabled`` for the
+    session, which Spark needs for it).
     """
     from .datasource import JetStreamDataSource
 
@@ -40,15 +45,17 @@ def register(spark: Any, default_partitions: Optional[int] = None) -> type:
             default_partitions = int(spark.sparkContext.defaultParallelism)
         except Exception:  # Spark Connect has no SparkContext
             default_partitions = None
-    cls: type = JetStreamDataSource
+    attrs: Dict[str, Any] = {"__module__": __name__}
     if default_partitions:
-        # A subclass made here is not importable by name, so Spark's cloudpickle sends it
-        # by value, default included, to the processes that plan and run the reads.
-        cls = type(
-            "JetStreamDataSource",
-            (JetStreamDataSource,),
-            {"default_partitions": int(default_partitions), "__module__": __name__},
-        )
+        attrs["default_partitions"] = int(default_partitions)
+    if filter_pushdown:
+        # Spark refuses a reader with pushFilters while its switch is off: turned on here,
+        # for this session, with the reader that uses it.
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        attrs["filter_pushdown"] = True
+    # A subclass made here is not importable by name, so Spark's cloudpickle sends it by
+    # value, its settings included, to the processes that plan and run the reads.
+    cls: type = type("JetStreamDataSource", (JetStreamDataSource,), attrs)
     spark.dataSource.register(cls)
     return cls
 

@@ -21,13 +21,21 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
     InputPartition,
+    LessThan,
+    LessThanOrEqual,
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
@@ -63,6 +71,10 @@ class JetStreamDataSource(DataSource):
     # register() may set a default partition count (the session's default parallelism)
     # on a subclass; the class travels to the workers by value.
     default_partitions: Optional[int] = None
+    # register() turns filter pushdown on together with Spark's switch for it
+    # (spark.sql.python.filterPushdown.enabled): a reader with pushFilters is refused by a
+    # session where that switch is off, so a class registered by hand reads without it.
+    filter_pushdown: bool = False
 
     @classmethod
     def name(cls) -> str:
@@ -72,7 +84,8 @@ class JetStreamDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return JetStreamBatchReader(checked(self.options, "read"), schema, self.default_partitions)
+        cls = JetStreamPushdownReader if self.filter_pushdown else JetStreamBatchReader
+        return cls(checked(self.options, "read"), schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamBatchWriter:
         if overwrite:
@@ -125,6 +138,8 @@ class JetStreamBatchReader(DataSourceReader):
         self.default_partitions = default_partitions
         self.stream = required(options, "stream")
         self.filter_subject: Optional[str] = options.get("filter_subject") or None
+        # Bounds from pushed-down filters (JetStreamPushdownReader), tightening the options.
+        self.pushed = PushedBounds()
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
@@ -132,14 +147,21 @@ class JetStreamBatchReader(DataSourceReader):
         info = js.stream_info(self.stream)
         start_time = o.get("start_time")
         end_time = o.get("end_time")
+        p = self.pushed
         rng = resolve_range(
             js,
             self.stream,
             info.state,
-            start_seq=int_option(o, "start_seq", minimum=1),
-            end_seq=int_option(o, "end_seq", minimum=0),
-            start_time=parse_time_option(start_time, "start_time") if start_time else None,
-            end_time=parse_time_option(end_time, "end_time") if end_time else None,
+            start_seq=_tighter(int_option(o, "start_seq", minimum=1), p.seq_lo, max),
+            end_seq=_tighter(int_option(o, "end_seq", minimum=0), p.seq_hi, min),
+            start_time=_tighter(
+                parse_time_option(start_time, "start_time") if start_time else None,
+                p.time_lo,
+                max,
+            ),
+            end_time=_tighter(
+                parse_time_option(end_time, "end_time") if end_time else None, p.time_hi, min
+            ),
         )
         n = int_option(o, "partitions", minimum=1) or self.default_partitions or DEFAULT_PARTITIONS
         mode = str(o.get("direct", "auto")).lower()
@@ -164,6 +186,76 @@ class JetStreamBatchReader(DataSourceReader):
             timeout=timeout,
         )
         yield from batches(msgs, self.columns)
+
+
+_T = TypeVar("_T", int, datetime)
+
+
+def _tighter(
+    option: Optional[_T], pushed: Optional[_T], pick: Callable[[_T, _T], _T]
+) -> Optional[_T]:
+    if option is None:
+        return pushed
+    return option if pushed is None else pick(option, pushed)
+
+
+@dataclass
+class PushedBounds:
+    """What pushed-down filters allow: stream sequences ``seq_lo..seq_hi`` (included) and
+    store times ``time_lo <= t < time_hi``; None is unbounded."""
+
+    seq_lo: Optional[int] = None
+    seq_hi: Optional[int] = None
+    time_lo: Optional[datetime] = None
+    time_hi: Optional[datetime] = None
+
+
+class JetStreamPushdownReader(JetStreamBatchReader):
+    """A batch reader that narrows what it reads by the query's ``where`` (pyspark's
+    pushFilters): comparisons of ``stream_seq`` and ``timestamp`` with literals narrow the
+    range of sequences, ``subject = '<literal>'`` becomes the read's filter subject.
+
+    Every filter is still handed back to Spark, which evaluates it on what is read: the
+    narrowing only has to be safe (never drop a row the filter keeps), not exact.
+    """
+
+    def pushFilters(self, filters: List[Filter]) -> Iterator[Filter]:
+        for f in filters:
+            self._narrow(f)
+            yield f
+
+    def _narrow(self, f: Filter) -> None:
+        column = getattr(f, "attribute", None)
+        value = getattr(f, "value", None)
+        p = self.pushed
+        if column == ("stream_seq",):
+            if isinstance(f, In):
+                seqs = [v for v in f.value if isinstance(v, int) and not isinstance(v, bool)]
+                if len(seqs) == len(f.value) and seqs:
+                    p.seq_lo = _tighter(p.seq_lo, min(seqs), max)
+                    p.seq_hi = _tighter(p.seq_hi, max(seqs), min)
+                return
+            if not isinstance(value, int) or isinstance(value, bool):
+                return
+            lo = {GreaterThan: value + 1, GreaterThanOrEqual: value, EqualTo: value}
+            hi = {LessThan: value - 1, LessThanOrEqual: value, EqualTo: value}
+            if type(f) in lo:
+                p.seq_lo = _tighter(p.seq_lo, lo[type(f)], max)
+            if type(f) in hi:
+                p.seq_hi = _tighter(p.seq_hi, hi[type(f)], min)
+        elif column == ("timestamp",):
+            # Only an instant is safe: a naive datetime's zone is the session's, not known here.
+            if not isinstance(value, datetime) or value.tzinfo is None:
+                return
+            if isinstance(f, (GreaterThan, GreaterThanOrEqual)):
+                p.time_lo = _tighter(p.time_lo, value, max)
+            elif isinstance(f, (LessThan, LessThanOrEqual)):
+                # end exclusive; microseconds are Spark's resolution, nanoseconds the store's
+                p.time_hi = _tighter(p.time_hi, value + timedelta(microseconds=1), min)
+        elif column == ("subject",) and isinstance(f, EqualTo) and isinstance(value, str):
+            literal = value and not {"*", ">"} & set(value.split("."))
+            if literal and self.filter_subject is None:
+                self.filter_subject = value
 
 
 @dataclass

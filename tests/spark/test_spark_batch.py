@@ -237,3 +237,41 @@ def test_kafka_option_names_and_unknown_options(
             .mode("append")
             .save()
         )
+
+
+def _out_msgs(srv: NATSServer) -> int:
+    with urllib.request.urlopen(f"{srv.monitoring_url}/varz", timeout=10) as resp:
+        return int(json.load(resp)["out_msgs"])
+
+
+def test_a_where_narrows_what_is_read(
+    spark: Any, spark_nats: NATSServer, direct_stream: Expected
+) -> None:
+    """pushFilters (issue 18, 3): a where on stream_seq, timestamp or subject reads only the
+    matching range, counted by the messages the server sent."""
+    url = spark_nats.url
+    before = _out_msgs(spark_nats)
+    rows = _read(spark, url, "RD", partitions=3).where("stream_seq BETWEEN 100 AND 199").collect()
+    sent = _out_msgs(spark_nats) - before
+    _check_rows(rows, direct_stream, list(range(100, 200)), "RD")
+    assert sent < 400, f"the server sent {sent} messages for 100 rows of 1,000"
+
+    with nats.connect(url) as nc:
+        t500 = nc.jetstream().get_msg("RD", seq=500).time
+    assert t500 is not None
+    df = _read(spark, url, "RD", partitions=2)
+    before = _out_msgs(spark_nats)
+    rows = df.where(df.timestamp >= t500).collect()
+    sent = _out_msgs(spark_nats) - before
+    _check_rows(rows, direct_stream, list(range(500, N + 1)), "RD")
+    assert sent < 800, f"the server sent {sent} messages for 501 rows of 1,000"
+    before = _out_msgs(spark_nats)
+    rows = df.where(df.subject == "rd.a").collect()
+    sent = _out_msgs(spark_nats) - before
+    want = [s for s, v in direct_stream.items() if v[0] == "rd.a"]
+    _check_rows(rows, direct_stream, want, "RD")
+    assert sent < 600, f"the server sent {sent} messages for {len(want)} rows of 1,000"
+
+    # Conditions it cannot narrow by are left to Spark, and still hold.
+    odd = _read(spark, url, "RD").where("stream_seq % 2 = 1 OR stream_seq = 2").collect()
+    _check_rows(odd, direct_stream, [2, *range(1, N + 1, 2)], "RD")
