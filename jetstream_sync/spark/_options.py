@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .. import errors
+from .._protocol import check_subscribe_subject
 
 __all__ = [
     "bool_option",
     "checked",
     "connection",
+    "filters_option",
     "float_option",
     "int_option",
     "js_options",
@@ -45,6 +47,7 @@ _KNOWN = {
     "read": (
         "stream",
         "filter_subject",
+        "filter_subjects",
         "partitions",
         "direct",
         "start_seq",
@@ -56,6 +59,7 @@ _KNOWN = {
     "stream read": (
         "stream",
         "filter_subject",
+        "filter_subjects",
         "partitions",
         "direct",
         "start_seq",
@@ -141,6 +145,58 @@ def _seq_of(name: str, text: str) -> str:
             )
         return str(obj["seq"])
     return text
+
+
+def filters_option(options: Mapping[str, Any]) -> Optional[List[str]]:
+    """``filter_subject`` and ``filter_subjects`` (comma-separated) together, each checked as
+    a subscribe subject (``*`` and ``>`` allowed); None for the whole stream."""
+    found: List[str] = []
+    if options.get("filter_subject"):
+        found.append(str(options["filter_subject"]).strip())
+    if options.get("filter_subjects"):
+        found += [f.strip() for f in str(options["filter_subjects"]).split(",") if f.strip()]
+    for f in found:
+        check_subscribe_subject(f, "filter subject")
+    # One that another covers (rd.a under rd.*) adds nothing; the server refuses a consumer
+    # whose filters overlap, so any other overlap (a.*.c, a.b.*) is the caller's to resolve.
+    kept: List[str] = []
+    for f in dict.fromkeys(found):
+        if any(_covers(g, f) for g in found if g != f):
+            continue
+        for g in kept:
+            if _overlap(f, g):
+                raise errors.InvalidArgumentError(
+                    f"filter subjects {g!r} and {f!r} overlap: give filters no subject "
+                    "matches twice (as a consumer's filters must be)"
+                )
+        kept.append(f)
+    return kept or None
+
+
+def _covers(wide: str, narrow: str) -> bool:
+    """Whether every subject ``narrow`` matches is matched by ``wide`` too."""
+    tn, tw = narrow.split("."), wide.split(".")
+    for i, t in enumerate(tw):
+        if t == ">":
+            return len(tn) > i
+        if i >= len(tn) or tn[i] == ">" or (t != "*" and tn[i] != t):
+            return False
+    return len(tn) == len(tw)
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether some subject matches both patterns."""
+    ta, tb = a.split("."), b.split(".")
+    for i in range(max(len(ta), len(tb))):
+        x = ta[i] if i < len(ta) else None
+        y = tb[i] if i < len(tb) else None
+        if x == ">" or y == ">":
+            return x is not None and y is not None
+        if x is None or y is None:
+            return False
+        if x != y and x != "*" and y != "*":
+            return False
+    return True
 
 
 def required(options: Mapping[str, Any], key: str) -> str:

@@ -8,10 +8,11 @@ an ordered consumer starting at ``start`` otherwise, and stops at ``end``.
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Sequence
 
 from .. import errors
 from ..jetstream import api
@@ -193,16 +194,29 @@ def read_range(
     js: JetStream,
     stream: str,
     rng: SeqRange,
-    filter_subject: Optional[str] = None,
+    filters: Optional[Sequence[str]] = None,
     direct: bool = True,
     timeout: float = 30.0,
 ) -> Iterator[StoredMsg]:
-    """Every message of ``rng`` (on ``filter_subject``, if given), in sequence order."""
+    """Every message of ``rng`` (on one of ``filters``, if given), in sequence order."""
     if rng.empty:
         return iter(())
-    if direct:
-        return _read_direct(js, stream, rng, filter_subject, timeout)
-    return _read_ordered(js, stream, rng, filter_subject, timeout)
+    if not direct:
+        return _read_ordered(js, stream, rng, filters, timeout)
+    if not filters or len(filters) == 1:
+        return _read_direct(js, stream, rng, filters[0] if filters else None, timeout)
+    # A direct get follows one subject: one read per filter, merged in sequence order; a
+    # message two filters match (a.> and a.b) comes from both and is kept once.
+    reads = [_read_direct(js, stream, rng, f, timeout) for f in filters]
+    return _once_each(heapq.merge(*reads, key=lambda m: m.seq))
+
+
+def _once_each(msgs: Iterator[StoredMsg]) -> Iterator[StoredMsg]:
+    last = 0
+    for m in msgs:
+        if m.seq != last:
+            last = m.seq
+            yield m
 
 
 def _read_direct(
@@ -225,12 +239,10 @@ def _read_direct(
 
 
 def _read_ordered(
-    js: JetStream, stream: str, rng: SeqRange, filter_subject: Optional[str], timeout: float
+    js: JetStream, stream: str, rng: SeqRange, filters: Optional[Sequence[str]], timeout: float
 ) -> Iterator[StoredMsg]:
     oc = js.ordered_consumer(
-        stream,
-        filter_subjects=[filter_subject] if filter_subject else None,
-        opt_start_seq=rng.start,
+        stream, filter_subjects=list(filters) if filters else None, opt_start_seq=rng.start
     )
     try:
         if js.consumer_info(stream, oc.name).num_pending == 0:

@@ -42,7 +42,15 @@ from pyspark.sql.types import StructType
 
 from .. import errors
 from . import _clients
-from ._options import checked, connection, float_option, int_option, js_options, required
+from ._options import (
+    checked,
+    connection,
+    filters_option,
+    float_option,
+    int_option,
+    js_options,
+    required,
+)
 from ._publish import check_duplicate_window, publish_all
 from ._ranges import SeqRange, parse_time_option, read_range, resolve_range, split_range
 from ._rows import SCHEMA, OutMsg, batches, msgs_from_arrow
@@ -137,7 +145,7 @@ class JetStreamBatchReader(DataSourceReader):
         self.columns: List[str] = list(schema.fieldNames())
         self.default_partitions = default_partitions
         self.stream = required(options, "stream")
-        self.filter_subject: Optional[str] = options.get("filter_subject") or None
+        self.filters = filters_option(options)
         # Bounds from pushed-down filters (JetStreamPushdownReader), tightening the options.
         self.pushed = PushedBounds()
 
@@ -181,7 +189,7 @@ class JetStreamBatchReader(DataSourceReader):
             js,
             self.stream,
             SeqRange(partition.start, partition.end),
-            self.filter_subject,
+            self.filters,
             direct=partition.direct,
             timeout=timeout,
         )
@@ -254,8 +262,8 @@ class JetStreamPushdownReader(JetStreamBatchReader):
                 p.time_hi = _tighter(p.time_hi, value + timedelta(microseconds=1), min)
         elif column == ("subject",) and isinstance(f, EqualTo) and isinstance(value, str):
             literal = value and not {"*", ">"} & set(value.split("."))
-            if literal and self.filter_subject is None:
-                self.filter_subject = value
+            if literal and self.filters is None:
+                self.filters = [value]
 
 
 @dataclass

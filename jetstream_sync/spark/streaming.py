@@ -7,10 +7,11 @@ the same rows. Nothing is acked and no durable consumer is made; what has been r
 the checkpoint says. Each micro-batch is read like a batch read (direct get, or an ordered
 consumer when the stream does not allow direct get).
 
-Options, besides the batch read's ``servers``, ``stream``, ``filter_subject``, ``partitions``
-and ``direct``: where a new query starts — ``start_seq``, ``start_time``, or ``starting``
-``earliest`` (default) / ``latest`` — and ``max_rows_per_trigger`` (stream sequences per
-micro-batch; with a filter a batch may hold fewer rows). ``Trigger.AvailableNow`` reads up to
+Options, besides the batch read's ``servers``, ``stream``, ``filter_subject`` /
+``filter_subjects``, ``partitions`` and ``direct``: where a new query starts — ``start_seq``,
+``start_time``, or ``starting`` ``earliest`` (default) / ``latest`` — and
+``max_rows_per_trigger`` (stream sequences per micro-batch; with a filter a batch may hold
+fewer rows). ``Trigger.AvailableNow`` reads up to
 what was stored when the query started, then stops.
 
 Writing (``df.writeStream.format("jetstream")``): each micro-batch is published like a batch
@@ -43,7 +44,15 @@ from pyspark.sql.types import StructType
 
 from .. import errors
 from . import _clients
-from ._options import bool_option, connection, float_option, int_option, js_options, required
+from ._options import (
+    bool_option,
+    connection,
+    filters_option,
+    float_option,
+    int_option,
+    js_options,
+    required,
+)
 from ._publish import check_duplicate_window, publish_all
 from ._ranges import SeqRange, parse_time_option, read_range, seq_at_or_after, split_range
 from ._rows import batches, msgs_from_arrow
@@ -96,7 +105,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self.columns: List[str] = list(schema.fieldNames())
         self.stream = required(options, "stream")
-        self.filter_subject: Optional[str] = options.get("filter_subject") or None
+        self.filters = filters_option(options)
         self.partition_count = (
             int_option(options, "partitions", minimum=1) or default_partitions or DEFAULT_PARTITIONS
         )
@@ -191,7 +200,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             _js(self.options),
             self.stream,
             SeqRange(partition.start, partition.end),
-            self.filter_subject,
+            self.filters,
             direct=partition.direct,
             timeout=self.read_timeout,
         )

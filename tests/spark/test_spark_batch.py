@@ -275,3 +275,24 @@ def test_a_where_narrows_what_is_read(
     # Conditions it cannot narrow by are left to Spark, and still hold.
     odd = _read(spark, url, "RD").where("stream_seq % 2 = 1 OR stream_seq = 2").collect()
     _check_rows(odd, direct_stream, [2, *range(1, N + 1, 2)], "RD")
+
+
+def test_several_filter_subjects(
+    spark: Any, spark_nats: NATSServer, direct_stream: Expected
+) -> None:
+    """filter_subjects (issue 18, 3): comma-separated, wildcards allowed, one that another
+    covers dropped; by direct get (one read per filter, merged) or an ordered consumer."""
+    url = spark_nats.url
+    want = sorted(s for s, v in direct_stream.items() if v[0] in ("rd.a", "rd.b"))
+    for direct in ("true", "false"):
+        rows = _read(spark, url, "RD", filter_subjects="rd.a, rd.*", direct=direct).collect()
+        _check_rows(rows, direct_stream, want, "RD")
+    only_a = [s for s, v in direct_stream.items() if v[0] == "rd.a"]
+    rows = _read(spark, url, "RD", filter_subject="rd.a", filter_subjects="rd.none").collect()
+    _check_rows(rows, direct_stream, only_a, "RD")
+    rows = _read(spark, url, "RD", filter_subjects="rd.a,rd.b").collect()
+    _check_rows(rows, direct_stream, want, "RD")
+    with pytest.raises(Exception, match="empty token"):
+        _read(spark, url, "RD", filter_subjects="rd..a").collect()
+    with pytest.raises(Exception, match="overlap"):
+        _read(spark, url, "RD", filter_subjects="rd.*.x,rd.a.*").collect()

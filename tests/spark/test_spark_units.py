@@ -184,3 +184,18 @@ def test_tls_options_reach_the_executors_client(tmp_path: Path) -> None:
         js.nc.close()
     with pytest.raises(nats.InvalidArgumentError, match="go together"):
         _options.connection({"servers": "x", "tls_cert_file": str(pki.client)})
+
+
+def test_filter_subjects_option() -> None:
+    f = _options.filters_option
+    assert f({}) is None
+    assert f({"filter_subject": "a.b"}) == ["a.b"]
+    assert f({"filter_subjects": " a.b , c.> ,"}) == ["a.b", "c.>"]
+    assert f({"filter_subjects": "rd.a, rd.*, rd.a"}) == ["rd.*"]  # covered ones add nothing
+    assert f({"filter_subject": "a.>", "filter_subjects": "a.b.c,x"}) == ["a.>", "x"]
+    for a, b in [("a.*.c", "a.b.*"), ("a.>", "*.b"), ("*.x", "a.*")]:
+        with pytest.raises(nats.InvalidArgumentError, match="overlap"):
+            f({"filter_subjects": f"{a},{b}"})
+    assert f({"filter_subjects": "a.b,a.c,a.b.c,b.>"}) == ["a.b", "a.c", "a.b.c", "b.>"]
+    with pytest.raises(nats.BadSubjectError, match="last token"):
+        f({"filter_subjects": "a.>.b"})
