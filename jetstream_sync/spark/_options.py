@@ -55,6 +55,7 @@ _KNOWN = {
         "start_time",
         "end_time",
         "read_timeout",
+        "include_headers",
     ),
     "stream read": (
         "stream",
@@ -68,6 +69,7 @@ _KNOWN = {
         "max_rows_per_trigger",
         "read_timeout",
         "fail_on_data_loss",
+        "include_headers",
     ),
     "write": ("stream", "subject", "write_id", "ack_timeout"),
     "stream write": ("stream", "subject", "write_id", "ack_timeout"),
@@ -81,6 +83,7 @@ _KAFKA = {
     "endingoffsets": "end_seq",
     "maxoffsetspertrigger": "max_rows_per_trigger",
     "failondataloss": "fail_on_data_loss",
+    "includeheaders": "include_headers",
 }
 
 

@@ -71,9 +71,15 @@ def _micros(t: Optional[datetime]) -> Optional[int]:
 class BatchBuilder:
     """Collects messages column by column; hands out a RecordBatch every ``max_rows``."""
 
-    def __init__(self, columns: Sequence[str] = COLUMNS, max_rows: int = MAX_BATCH_ROWS) -> None:
+    def __init__(
+        self,
+        columns: Sequence[str] = COLUMNS,
+        max_rows: int = MAX_BATCH_ROWS,
+        include_headers: bool = True,
+    ) -> None:
         self._schema = arrow_schema(columns)
         self._columns = list(columns)
+        self._include_headers = include_headers  # False: the headers column stays null
         self._max_rows = max_rows
         self._data: Dict[str, List[Any]] = {c: [] for c in self._columns}
         self._rows = 0
@@ -90,7 +96,7 @@ class BatchBuilder:
             elif c == "data":
                 d[c].append(m.data)
             elif c == "headers":
-                h = m.headers
+                h = m.headers if self._include_headers else None
                 d[c].append(None if not h else [(k, h.get_all(k)) for k in h])
             elif c == "stream":
                 d[c].append(m.stream)
@@ -119,9 +125,11 @@ class BatchBuilder:
         return batch
 
 
-def batches(msgs: Iterable[StoredMsg], columns: Sequence[str] = COLUMNS) -> Iterator[Any]:
+def batches(
+    msgs: Iterable[StoredMsg], columns: Sequence[str] = COLUMNS, include_headers: bool = True
+) -> Iterator[Any]:
     """RecordBatches of up to MAX_BATCH_ROWS rows from ``msgs``."""
-    builder = BatchBuilder(columns)
+    builder = BatchBuilder(columns, include_headers=include_headers)
     for m in msgs:
         batch = builder.add(m)
         if batch is not None:

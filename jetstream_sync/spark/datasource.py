@@ -43,6 +43,7 @@ from pyspark.sql.types import StructType
 from .. import errors
 from . import _clients
 from ._options import (
+    bool_option,
     checked,
     connection,
     filters_option,
@@ -146,6 +147,7 @@ class JetStreamBatchReader(DataSourceReader):
         self.default_partitions = default_partitions
         self.stream = required(options, "stream")
         self.filters = filters_option(options)
+        self.include_headers = bool_option(options, "include_headers") is not False
         # Bounds from pushed-down filters (JetStreamPushdownReader), tightening the options.
         self.pushed = PushedBounds()
 
@@ -193,7 +195,7 @@ class JetStreamBatchReader(DataSourceReader):
             direct=partition.direct,
             timeout=timeout,
         )
-        yield from batches(msgs, self.columns)
+        yield from batches(msgs, self.columns, self.include_headers)
 
 
 _T = TypeVar("_T", int, datetime)

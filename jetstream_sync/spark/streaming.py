@@ -106,6 +106,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.columns: List[str] = list(schema.fieldNames())
         self.stream = required(options, "stream")
         self.filters = filters_option(options)
+        self.include_headers = bool_option(options, "include_headers") is not False
         self.partition_count = (
             int_option(options, "partitions", minimum=1) or default_partitions or DEFAULT_PARTITIONS
         )
@@ -204,7 +205,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             direct=partition.direct,
             timeout=self.read_timeout,
         )
-        yield from batches(msgs, self.columns)
+        yield from batches(msgs, self.columns, self.include_headers)
 
 
 class JetStreamStreamCommitMessage(WriterCommitMessage):

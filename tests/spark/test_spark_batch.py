@@ -296,3 +296,15 @@ def test_several_filter_subjects(
         _read(spark, url, "RD", filter_subjects="rd..a").collect()
     with pytest.raises(Exception, match="overlap"):
         _read(spark, url, "RD", filter_subjects="rd.*.x,rd.a.*").collect()
+
+
+def test_include_headers(spark: Any, spark_nats: NATSServer, direct_stream: Expected) -> None:
+    """include_headers (Kafka's includeHeaders) false: the headers column stays null, and the
+    msg_id column is still filled (issue 18, 3)."""
+    rows = _read(spark, spark_nats.url, "RD", includeHeaders="false").collect()
+    assert len(rows) == N and all(r.headers is None for r in rows)
+    assert {r.stream_seq: r.msg_id for r in rows if r.msg_id} == {
+        s: v[3] for s, v in direct_stream.items() if v[3]
+    }
+    with pytest.raises(Exception, match="true or false"):
+        _read(spark, spark_nats.url, "RD", include_headers="maybe").collect()
