@@ -5,6 +5,7 @@ ids and the server drops the copies."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
@@ -182,3 +183,27 @@ def test_fail_on_data_loss(spark: Any, spark_nats: NATSServer, tmp_path: Path) -
     assert _rows_in(spark, out) == list(range(1, 21))  # nothing read past the loss
     assert run(failOnDataLoss="false") is None
     assert _rows_in(spark, out) == list(range(1, 21)) + list(range(31, 36))
+
+
+def test_progress_shows_how_far_behind_the_stream_a_query_is(
+    spark: Any, spark_nats: NATSServer, tmp_path: Path
+) -> None:
+    """Each trigger's progress carries the stream's end (latestOffset) beside what the batch
+    read to (endOffset): their difference is the backlog, as Kafka's offsets behind latest."""
+    url = spark_nats.url
+    stream = _stream(url, "LAG", 300)
+    df = _source(spark, url, stream, maxOffsetsPerTrigger=100)
+    query = (
+        df.writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    behind = [
+        json.loads(s["latestOffset"])["seq"] - json.loads(s["endOffset"])["seq"]
+        for p in query.recentProgress
+        for s in p["sources"]
+        if p["numInputRows"]
+    ]
+    assert behind == [200, 100, 0]
