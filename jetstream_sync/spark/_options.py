@@ -12,6 +12,7 @@ __all__ = [
     "bool_option",
     "checked",
     "connection",
+    "duration_option",
     "filters_option",
     "float_option",
     "int_option",
@@ -70,6 +71,8 @@ _KNOWN = {
         "read_timeout",
         "fail_on_data_loss",
         "include_headers",
+        "min_rows_per_trigger",
+        "max_trigger_delay",
     ),
     "write": ("stream", "subject", "write_id", "ack_timeout"),
     "stream write": ("stream", "subject", "write_id", "ack_timeout"),
@@ -84,6 +87,8 @@ _KAFKA = {
     "maxoffsetspertrigger": "max_rows_per_trigger",
     "failondataloss": "fail_on_data_loss",
     "includeheaders": "include_headers",
+    "minoffsetspertrigger": "min_rows_per_trigger",
+    "maxtriggerdelay": "max_trigger_delay",
 }
 
 
@@ -267,6 +272,31 @@ def connection(options: Mapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
         if flag is not None:
             kwargs[key] = flag
     return servers, kwargs
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def duration_option(options: Mapping[str, Any], key: str) -> Optional[float]:
+    """Seconds from ``30``, ``30s``, ``500ms``, ``15m`` or ``1h`` (Kafka's maxTriggerDelay)."""
+    value = options.get(key)
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip().lower()
+    number, unit = text, "s"
+    for suffix in sorted(_UNITS, key=len, reverse=True):
+        if text.endswith(suffix):
+            number, unit = text[: -len(suffix)].strip(), suffix
+            break
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise errors.InvalidArgumentError(
+            f"option {key!r} must be a duration such as 30s, 500ms, 15m or 1h, got {value!r}"
+        )
+    return seconds
 
 
 def bool_option(options: Mapping[str, Any], key: str) -> Optional[bool]:

@@ -25,6 +25,7 @@ the server (within the stream's duplicate window).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
@@ -47,6 +48,7 @@ from . import _clients
 from ._options import (
     bool_option,
     connection,
+    duration_option,
     filters_option,
     float_option,
     int_option,
@@ -62,6 +64,7 @@ __all__ = ["JetStreamStreamReader", "JetStreamStreamWriter", "SeqRangePartition"
 log = logging.getLogger("jetstream_sync.spark")
 
 DEFAULT_PARTITIONS = 2
+_MAX_TRIGGER_DELAY = 15 * 60.0  # Kafka's default for maxTriggerDelay
 _QUERY_ID = "sql.streaming.queryId"  # local properties Spark gives every task of a query
 _BATCH_ID = "streaming.sql.batchId"
 
@@ -111,6 +114,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             int_option(options, "partitions", minimum=1) or default_partitions or DEFAULT_PARTITIONS
         )
         self.max_rows = int_option(options, "max_rows_per_trigger", minimum=1)
+        # Kafka's minOffsetsPerTrigger / maxTriggerDelay: hold a trigger back until this many
+        # sequences wait, or the delay has passed since the last batch.
+        self.min_rows = int_option(options, "min_rows_per_trigger", minimum=1)
+        self.max_delay = duration_option(options, "max_trigger_delay") or _MAX_TRIGGER_DELAY
+        self._last_batch_at = time.monotonic()
         starting = str(options.get("starting", "earliest")).strip().lower()
         if starting not in ("earliest", "latest"):
             raise errors.InvalidArgumentError(
@@ -156,9 +164,20 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         state = self._state().state
         self._check_data_loss(first, state)
         end = self.target if self.target is not None else state.last_seq + 1
+        if self._hold_back(first, end):
+            return {"seq": first}
         if isinstance(limit, ReadMaxRows):
             end = min(end, first + max(1, limit.max_rows))
+        if end > first:
+            self._last_batch_at = time.monotonic()
         return {"seq": max(first, end)}
+
+    def _hold_back(self, first: int, end: int) -> bool:
+        """Fewer than min_rows_per_trigger wait and the delay has not passed: no batch yet.
+        Trigger.AvailableNow reads what there is (waiting could be for ever)."""
+        if self.min_rows is None or self.target is not None or end - first >= self.min_rows:
+            return False
+        return time.monotonic() - self._last_batch_at < self.max_delay
 
     def _check_data_loss(self, first: int, state: Any) -> None:
         """Sequences are contiguous: a start below the stream's first sequence (and not past

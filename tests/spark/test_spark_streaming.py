@@ -207,3 +207,39 @@ def test_progress_shows_how_far_behind_the_stream_a_query_is(
         if p["numInputRows"]
     ]
     assert behind == [200, 100, 0]
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay(
+    spark: Any, spark_nats: NATSServer, tmp_path: Path
+) -> None:
+    """Kafka's minOffsetsPerTrigger holds triggers back until enough waits; maxTriggerDelay
+    lets a smaller batch through once it has passed (issue 18, 3)."""
+    url = spark_nats.url
+    stream = _stream(url, "MIN", 5)
+    got: List[int] = []
+
+    def run(name: str, **options: Any) -> Any:
+        df = _source(spark, url, stream, **options)
+        return (
+            df.writeStream.foreachBatch(lambda batch, _id: got.append(batch.count()))
+            .option("checkpointLocation", str(tmp_path / name))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+
+    held = run("held", minOffsetsPerTrigger=10, maxTriggerDelay="10m")
+    try:
+        _wait(lambda: len(held.recentProgress) >= 3, "three triggers")
+        assert [n for n in got if n] == []  # 5 waiting, 10 wanted: no batch yet
+        _publish(url, stream, 5, start=5)
+        _wait(lambda: any(got), "the batch of 10")
+        assert [n for n in got if n] == [10]
+    finally:
+        held.stop()
+    got.clear()
+    delayed = run("delayed", minOffsetsPerTrigger=1000, maxTriggerDelay="1s")
+    try:
+        _wait(lambda: any(got), "the batch the delay lets through")
+        assert [n for n in got if n] == [10]
+    finally:
+        delayed.stop()
