@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set, Union
 
 __all__ = [
     "DEFAULT_CONF",
@@ -86,16 +86,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(predicate: Callable[[], Any], what: str, timeout: float, every: float = 0.2) -> Any:
-    """Poll ``predicate`` until it returns something true; fail naming ``what`` at the
-    deadline."""
+def wait_until(
+    predicate: Callable[[], Any],
+    what: Union[str, Callable[[], str]],
+    timeout: float,
+    every: float = 0.2,
+) -> Any:
+    """Poll ``predicate`` until it returns something true; fail naming ``what`` (or what it
+    returns, asked at the deadline) at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise ClusterError(f"timed out after {timeout:g} s waiting for {what}")
+            said = what if isinstance(what, str) else what()
+            raise ClusterError(f"timed out after {timeout:g} s waiting for {said}")
         time.sleep(every)
 
 

@@ -48,7 +48,7 @@ def task() -> Dict[str, Any]:
     ctx = TaskContext.get()
     return {
         "partition": ctx.partitionId(),
-        "attempt": ctx.attemptNumber(),
+        "attempt": ctx.attemptNumber(),  # counts from 0 again in a resubmitted stage
         "batch": ctx.getLocalProperty("streaming.sql.batchId"),
         "executor": executor_id(),
         "pid": os.getpid(),
@@ -79,6 +79,16 @@ def wait_stored(url: str, stream: str, subject: str, n: int) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"test: {subject} never held {n} messages")
         time.sleep(0.1)
+
+
+def once(marks: str, name: str) -> bool:
+    """True for the first caller only, across every process and attempt (a resubmitted
+    stage numbers its task attempts from 0 again, so the attempt number cannot tell)."""
+    try:
+        os.close(os.open(os.path.join(marks, f"once-{name}"), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
 
 
 def wait_for_file(path: str, present: bool = True) -> None:
