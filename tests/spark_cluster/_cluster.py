@@ -496,6 +496,15 @@ class Sessions:
         self.wait_executors(self.cluster.n_workers)
         return session
 
+    def healthy(self, **extra: str) -> Any:
+        """A session with every worker up and one executor on each: a test that killed a
+        worker and failed before starting it again is repaired here."""
+        for index, daemon in list(self.cluster.workers.items()):
+            if daemon.proc.poll() is not None:
+                self.cluster.start_worker(index)
+        self.cluster.wait_workers(self.cluster.n_workers)
+        return self.get(**extra)
+
     def executors(self) -> List[str]:
         """The ids of the registered executors (the driver's excluded)."""
         if self.current is None:

@@ -41,12 +41,12 @@ _LAST = ("test_speculation.py",)
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     here = Path(__file__).parent
-    ours = [i for i in items if here in Path(str(i.fspath)).parents]
+    ours = [i for i in items if here in i.path.parents]
     if not ours:
         return
     first = items.index(ours[0])
     rest = [i for i in items if i not in ours]
-    ordered = sorted(ours, key=lambda i: Path(str(i.fspath)).name in _LAST)  # stable
+    ordered = sorted(ours, key=lambda i: i.path.name in _LAST)  # stable
     items[:] = rest[:first] + ordered + rest[first:]
 
 
@@ -74,19 +74,9 @@ def sessions(cluster: SparkCluster, cluster_nats: NATSServer) -> Iterator[Sessio
         s.stop()  # before the cluster and the server go
 
 
-def healthy(cluster: SparkCluster, sessions: Sessions, **conf: str) -> Any:
-    """A session with every worker up and one executor on each (a test that killed a
-    worker and failed before starting it again is repaired here)."""
-    for index, daemon in list(cluster.workers.items()):
-        if daemon.proc.poll() is not None:
-            cluster.start_worker(index)
-    cluster.wait_workers(cluster.n_workers)
-    return sessions.get(**conf)
-
-
 @pytest.fixture
-def spark(cluster: SparkCluster, sessions: Sessions) -> Any:
-    return healthy(cluster, sessions)
+def spark(sessions: Sessions) -> Any:
+    return sessions.healthy()
 
 
 @pytest.fixture
