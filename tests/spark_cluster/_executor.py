@@ -131,13 +131,17 @@ def as_messages(
     subject_of: Callable[[Dict[str, Any]], str],
     marks: str,
     pause: Optional[Callable[[Dict[str, Any], int], None]] = None,
+    order_of: int = 0,
 ) -> MapFn:
     """A ``mapInArrow`` body: (id bigint) or (data binary) rows become (subject, data) with
-    ``data`` the decimal id (or the data as it is); marks ``start`` (with the first ids, to
-    compare orders) and ``end``; after each output batch calls ``pause(task, rows so far)``,
-    which may block or raise."""
+    ``data`` the decimal id (or the data as it is); marks ``start`` (with the first ids),
+    ``order`` (a digest of the first ``order_of`` rows in the order read, to compare the
+    orders of two attempts) and ``end``; after each output batch calls
+    ``pause(task, rows so far)``, which may block or raise."""
 
     def run(batches: Batches) -> Batches:
+        import hashlib
+
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -145,11 +149,17 @@ def as_messages(
         subject = subject_of(info)
         seen = 0
         first: Optional[List[Any]] = None
+        order = hashlib.blake2b(digest_size=16)
         for batch in batches:
             column = batch.column(0)
             if first is None:
                 first = column.slice(0, 5).to_pylist()
                 mark(marks, info, "start", first=[str(v) for v in first])
+            if seen < order_of:
+                head = column.slice(0, order_of - seen).to_pylist()
+                order.update(repr(head).encode())
+                if seen + len(head) >= order_of:
+                    mark(marks, info, "order", digest=order.hexdigest())
             if pa.types.is_integer(column.type):
                 data = pc.cast(pc.cast(column, pa.string()), pa.binary())
             else:

@@ -45,7 +45,10 @@ def test_a_retry_on_the_other_executor_after_a_shuffle_stores_every_row_once(
         spark.range(N, numPartitions=8)
         .mapInArrow(spread(where), "id long")  # map outputs on both executors
         .repartition(4, "id")
-        .mapInArrow(as_messages(subject_of, where, fail_once), "subject string, data binary")
+        .mapInArrow(
+            as_messages(subject_of, where, fail_once, order_of=FAIL_AFTER),
+            "subject string, data binary",
+        )
     )
     df.write.format("jetstream").option("servers", url).option("stream", stream).mode(
         "append"
@@ -57,9 +60,14 @@ def test_a_retry_on_the_other_executor_after_a_shuffle_stores_every_row_once(
     failing = {m["attempt"]: m for m in seen if m["partition"] == FAIL_PARTITION}
     assert sorted(failing) == [0, 1], seen
     assert failing[0]["executor"] != failing[1]["executor"], f"retried on the same: {failing}"
-    # The retry read its rows in another order (else this test could not tell position ids
-    # from content ids).
-    assert failing[0]["first"] != failing[1]["first"], failing
+    # The retry read the rows the first attempt got through in another order (else this test
+    # could not tell position ids from content ids).
+    orders = {
+        m["attempt"]: m["digest"]
+        for m in found
+        if m["event"] == "order" and m["partition"] == FAIL_PARTITION
+    }
+    assert sorted(orders) == [0, 1] and orders[0] != orders[1], (orders, failing)
 
     assert count(url, stream) == N
     got = stored(url, stream)
