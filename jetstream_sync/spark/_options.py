@@ -44,38 +44,30 @@ _CONNECTION = (
     *_JS,
 )
 # What each use of the data source reads, besides the connection.
+_READ = (
+    "stream",
+    "filter_subject",
+    "filter_subjects",
+    "partitions",
+    "direct",
+    "start_seq",
+    "start_time",
+    "read_timeout",
+    "include_headers",
+)
+_WRITE = ("stream", "subject", "write_id", "ack_timeout")
 _KNOWN = {
-    "read": (
-        "stream",
-        "filter_subject",
-        "filter_subjects",
-        "partitions",
-        "direct",
-        "start_seq",
-        "end_seq",
-        "start_time",
-        "end_time",
-        "read_timeout",
-        "include_headers",
-    ),
+    "read": (*_READ, "end_seq", "end_time"),
     "stream read": (
-        "stream",
-        "filter_subject",
-        "filter_subjects",
-        "partitions",
-        "direct",
-        "start_seq",
-        "start_time",
+        *_READ,
         "starting",
         "max_rows_per_trigger",
-        "read_timeout",
-        "fail_on_data_loss",
-        "include_headers",
         "min_rows_per_trigger",
         "max_trigger_delay",
+        "fail_on_data_loss",
     ),
-    "write": ("stream", "subject", "write_id", "ack_timeout"),
-    "stream write": ("stream", "subject", "write_id", "ack_timeout"),
+    "write": _WRITE,
+    "stream write": _WRITE,
 }
 # Spark's own options, which it may pass along to a data source.
 _SPARKS = frozenset({"path", "checkpointlocation"})
