@@ -37,35 +37,14 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from bench_spark import make_session
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the cluster launcher of tests/spark_cluster
 
 MSG_SIZE = 128
 WARMUP_ROWS = 1_000
 TIMEOUT = 300.0  # publish_async_completed of the preload
-
-
-def _session_local(cores: int) -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    import jetstream_sync.spark
-
-    session = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName("jetstream_sync-bench-spark-cluster")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    jetstream_sync.spark.register(session)
-    return session
 
 
 def _stream_count(url: str, stream: str) -> int:
@@ -174,7 +153,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         _preload_into(url, source, args.n)
 
         print("local[2]:", flush=True)
-        spark = _session_local(2)
+        spark = make_session(2)  # bench_spark's local session
         try:
             results.append(
                 measure("local[2]", spark, url, source, args.n, args.runs, args.partitions)
