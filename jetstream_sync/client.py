@@ -72,6 +72,7 @@ from .msg import HeadersLike, Msg, encode_headers
 from .subscription import MessageHook, Subscription
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ._seam import Core
     from .jetstream.context import JetStream
 
 __all__ = ["DEFAULT_URL", "Client", "connect"]
@@ -229,6 +230,7 @@ class Client:
         self._after_read: List[Callable[[], None]] = []
         self._last_error: Optional[errors.NATSError] = None
         self._write_timeout: float = 10.0
+        self._core: Optional[Core] = None  # made by _seam.core_of on first use
 
     # --- connecting -------------------------------------------------------------------
 

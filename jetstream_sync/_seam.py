@@ -1,0 +1,246 @@
+"""The one seam between the core client and what is built on it (JetStream, Spark).
+
+JetStream needs a few things of a connection that the public API does not offer: a
+subscription whose messages a hook sees first, on the reading thread; a request that waits
+with a deadline; a publish whose reply subject we made; a timer; word of reconnects and of
+the close; a way to report an error. :class:`Core` declares them, each with its contract,
+and is everything JetStream and Spark use of the core besides the public API
+(``Client.new_inbox``, ``flush``, ``is_closed``, ...) and the public parts of ``Msg`` and
+``Subscription``. Nothing under ``jetstream/`` or ``spark/`` touches a private name of the
+client: it asks :func:`core_of` for the client's Core once and keeps it.
+
+The three message-level helpers at the end (:func:`raw_headers` and the ack-state pair)
+are the seam's view of ``Msg`` internals that JetStream's status and ack rules need.
+
+Hot paths (fetch, acks, publish_async) call these many times a second, so the object
+:func:`core_of` returns holds the implementing rooms' bound methods themselves: going
+through the seam costs no extra call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+    from .errors import NATSError
+    from .msg import HeadersLike, Msg
+    from .subscription import MessageHook, Subscription
+
+__all__ = ["Core", "core_of"]
+
+
+class Core(Protocol):
+    """What the core offers JetStream. Every method may be called from any thread."""
+
+    # --- subscriptions ------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: Optional[str],
+        cb: Optional[Callable[[Msg], None]],
+        max_msgs: Optional[int],
+        pending_msgs_limit: int,
+        pending_bytes_limit: int,
+        hook: Optional[MessageHook] = None,
+        on_take: Optional[MessageHook] = None,
+    ) -> Subscription:
+        """Subscribe without argument checks; ``hook`` sees each message first on the
+        reading thread (True: consumed), ``on_take`` where the user takes one."""
+        ...
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """UNSUB and end ``sub`` (its readers get BadSubscriptionError after what is queued)."""
+        ...
+
+    def auto_unsubscribe(self, sub: Subscription, limit: int) -> None:
+        """UNSUB ``sub`` after ``limit`` messages in all (the server counts)."""
+        ...
+
+    def retire(self, sub: Subscription) -> None:
+        """UNSUB now, but route what the server sent before it saw the UNSUB to ``sub``."""
+        ...
+
+    def drop_interest(self, sub: Subscription) -> None:
+        """UNSUB and stop routing to ``sub``, leaving its queue open for the user."""
+        ...
+
+    def forget(self, sub: Subscription) -> None:
+        """Stop routing to ``sub`` without an UNSUB (the server already dropped it)."""
+        ...
+
+    def deliver(self, sub: Subscription, msg: Msg) -> None:
+        """Queue ``msg`` on ``sub`` as if it had come for it (reading thread only)."""
+        ...
+
+    # --- requests and publishes ---------------------------------------------------------
+
+    def api_request(self, subject: str, data: bytes, timeout: float) -> Msg:
+        """Request on an API subject built from checked parts (wildcards allowed, as in a
+        consumer-create subject) and wait up to ``timeout`` s; TimeoutError after that."""
+        ...
+
+    def send_request(
+        self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
+    ) -> None:
+        """Publish with a reply subject we made and write it from this thread at once."""
+        ...
+
+    def publish_own_reply(
+        self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
+    ) -> None:
+        """Publish with a reply subject we made, queued with the rest (publish_async)."""
+        ...
+
+    def publish_trusted(self, subject: str, data: bytes) -> None:
+        """Publish to a subject the server gave us (an ack or flow-control reply)."""
+        ...
+
+    def fixed_request(self, subject: str, data: bytes) -> Tuple[bytes, bytes, int]:
+        """The parts of a request frame sent again and again with only the reply changing:
+        send ``head + reply.encode() + tail`` with :meth:`send_frame` (``n`` bytes)."""
+        ...
+
+    def send_frame(self, frame: bytes, n: int) -> None:
+        """Queue a frame built by :meth:`fixed_request` and write it at once."""
+        ...
+
+    # --- reading in the caller's thread -------------------------------------------------
+
+    def read_here(self, timeout: float, ready: Callable[[], int]) -> Optional[int]:
+        """Read and route in this thread for up to ``timeout`` s unless ``ready()`` holds;
+        None when another thread reads (it will route what comes), else ``ready()``."""
+        ...
+
+    def quiet_begin(self) -> Optional[object]:
+        """This thread will read its own answers: the network thread need not wake for
+        them. Returns a token for :meth:`quiet_end` (None: nothing to undo)."""
+        ...
+
+    def quiet_end(self, token: Optional[object]) -> None:
+        """Undo :meth:`quiet_begin`."""
+        ...
+
+    def after_read(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once on the reading thread after the messages of the current read
+        have been routed (register from a hook)."""
+        ...
+
+    # --- time, lifecycle, errors --------------------------------------------------------
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the timer thread after ``delay`` s (never after close); it must
+        not block."""
+        ...
+
+    def add_reconnect_hook(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the network thread after each reconnect (it must not block)."""
+        ...
+
+    def remove_reconnect_hook(self, fn: Callable[[], None]) -> None:
+        """Forget a reconnect hook (no error if absent)."""
+        ...
+
+    def add_close_hook(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once when the client closes (at once if it has)."""
+        ...
+
+    def remove_close_hook(self, fn: Callable[[], None]) -> None:
+        """Forget a close hook (no error if absent)."""
+        ...
+
+    def report(self, err: NATSError) -> None:
+        """Hand ``err`` to error_cb on the callback thread (logged when there is none)."""
+        ...
+
+    def callback(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the callback thread, after earlier callbacks."""
+        ...
+
+
+def core_of(client: Client) -> Core:
+    """The Core of ``client`` (made once per client, on first use)."""
+    core = client._core
+    if core is None:
+        core = client._core = _ClientCore(client)
+    return core
+
+
+class _ClientCore:
+    """The Core of one Client: the implementing rooms' methods, bound once."""
+
+    def __init__(self, client: Client) -> None:
+        self.subscribe = client._subscribe
+        self.unsubscribe = client._unsubscribe
+        self.auto_unsubscribe = client._auto_unsubscribe
+        self.retire = client._retire_sub
+        self.drop_interest = client._drop_interest
+        self.forget = client._forget_sub
+        self.api_request = client._api_request
+        self.send_request = client._send_request
+        self.publish_own_reply = client._publish_own_reply
+        self.publish_trusted = client._publish_trusted
+        self.fixed_request = client._fixed_request
+        self.send_frame = client._send_frame
+        self.read_here = client._read_here
+        self.call_later = client._call_later
+        self.add_reconnect_hook = client._add_reconnect_hook
+        self.remove_reconnect_hook = client._remove_reconnect_hook
+        self.add_close_hook = client._add_close_hook
+        self.remove_close_hook = client._remove_close_hook
+        self.report = client._report
+        self.callback = client._callback
+        self._client = client
+
+    @staticmethod
+    def deliver(sub: Subscription, msg: Msg) -> None:
+        sub._deliver(msg)
+
+    def quiet_begin(self) -> Optional[object]:
+        conn = self._client._conn
+        if conn is not None and conn.inline:
+            conn.quiet_begin()
+            return conn
+        return None
+
+    @staticmethod
+    def quiet_end(token: Optional[object]) -> None:
+        if token is not None:
+            token.quiet_end()  # type: ignore[attr-defined]
+
+    def after_read(self, fn: Callable[[], None]) -> None:
+        self._client._after_read.append(fn)
+
+
+# --- Msg and Subscription internals JetStream's rules need ------------------------------
+
+
+def raw_headers(msg: Msg) -> Optional[bytes]:
+    """The message's raw header block, None when it has none (statuses live there)."""
+    return msg._hdr
+
+
+def set_ack_state(msg: Msg, state: int) -> None:
+    """Set the message's ack state (msg.ACK_OPEN / ACK_DONE / ACK_NONE)."""
+    msg._ack = state
+
+
+def ack_state(msg: Msg) -> int:
+    """The message's ack state (msg.ACK_OPEN / ACK_DONE / ACK_NONE)."""
+    return msg._ack
+
+
+def has_callback(sub: Subscription) -> bool:
+    """Whether ``sub`` hands its messages to a callback (on its dispatcher thread)."""
+    return sub._cb is not None
+
+
+def dispatcher(sub: Subscription) -> Optional[Any]:
+    """The thread running ``sub``'s callback, None without one."""
+    return sub._dispatcher
+
+
+def end_error(sub: Subscription) -> Optional[NATSError]:
+    """Why ``sub`` ended, None while it is live."""
+    return sub._end_error
