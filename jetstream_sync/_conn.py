@@ -50,7 +50,7 @@ class Waiter:
 
 class Forget:
     """Stands in a ping's waiter place: on its PONG (or the connection's loss) the
-    subscription leaves the routing table. See Client._retire_sub."""
+    subscription leaves the routing table. See SubscriptionTable.retire."""
 
     __slots__ = ("sub", "subs")
 
@@ -66,7 +66,7 @@ class Move:
     """Stands in a ping's waiter place after the server announced lame duck mode: at its
     PONG the server has processed everything written before it and everything it sent us
     before it has been read, so the socket is shut then and the network thread reconnects to
-    another server while this one still runs (see Client._lame_duck)."""
+    another server while this one still runs (see Network._lame_duck)."""
 
     __slots__ = ("conn",)
 
@@ -75,21 +75,18 @@ class Move:
 
     def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
         if error is None:
-            try:
-                socket.socket.shutdown(self.conn.sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
+            self.conn.shutdown()
 
 
 class Conn:
     """One live socket and the parser reading it.
 
     The socket is non-blocking once the handshake is done: no thread ever waits inside a
-    socket call (reads wait in poll/epoll, writes in Client._write_slow), so a peer that
+    socket call (reads wait in poll/epoll, writes in Outbox.write_slow), so a peer that
     stops reading can hold no lock and no caller's deadline.
 
     ``inline``: a plain TCP socket on a platform with poll(), which any thread holding the
-    read lock may read (see Client._await); TLS sockets are read by the network thread only.
+    read lock may read (see Reader.wait_for); TLS sockets are read by the network thread only.
 
     ``ep``: the network thread's epoll (Linux), through which a thread about to wait for an
     answer it will read itself turns the network thread's interest in the socket off for
@@ -128,7 +125,7 @@ class Conn:
         self.reader_left = threading.Event()
         # Writes never block (the socket is non-blocking after the handshake): what the
         # kernel did not take is ``tail``, written before anything else, by whichever thread
-        # writes next (see Client._write_pending). Guarded by the client's send lock.
+        # writes next (see Outbox.write_pending). Guarded by the client's send lock.
         self.tail: Optional[memoryview] = None
         # When the tail last shrank (or appeared): a tail that stays put for the client's
         # write_timeout means the peer stopped reading, and the connection is stale.
@@ -136,6 +133,14 @@ class Conn:
         # A write failed or stalled: the socket is shut down and the network thread will
         # reconnect; nothing more is written on it.
         self.broken = False
+
+    def shutdown(self) -> None:
+        """Shut the socket down both ways: every thread waiting on it wakes (the network
+        thread then sees the connection end and runs the reconnect path)."""
+        try:
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def watch_mask(self) -> int:
         """What the network thread's epoll waits for (errors and hang-ups always wake it)."""

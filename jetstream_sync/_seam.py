@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ._conn import Conn
     from .client import Client
     from .errors import NATSError
     from .msg import HeadersLike, Msg
@@ -113,12 +114,12 @@ class Core(Protocol):
         None when another thread reads (it will route what comes), else ``ready()``."""
         ...
 
-    def quiet_begin(self) -> Optional[object]:
+    def quiet_begin(self) -> Optional[Conn]:
         """This thread will read its own answers: the network thread need not wake for
         them. Returns a token for :meth:`quiet_end` (None: nothing to undo)."""
         ...
 
-    def quiet_end(self, token: Optional[object]) -> None:
+    def quiet_end(self, token: Optional[Conn]) -> None:
         """Undo :meth:`quiet_begin`."""
         ...
 
@@ -161,56 +162,47 @@ class Core(Protocol):
 
 def core_of(client: Client) -> Core:
     """The Core of ``client`` (made once per client, on first use)."""
-    core = client._core
-    if core is None:
-        core = client._core = _ClientCore(client)
-    return core
+    if client._core is None:
+        client._core = _ClientCore(client)
+    return client._core
 
 
 class _ClientCore:
     """The Core of one Client: the implementing rooms' methods, bound once."""
 
     def __init__(self, client: Client) -> None:
-        self.subscribe = client._subscribe
-        self.unsubscribe = client._unsubscribe
-        self.auto_unsubscribe = client._auto_unsubscribe
-        self.retire = client._retire_sub
-        self.drop_interest = client._drop_interest
-        self.forget = client._forget_sub
-        self.api_request = client._api_request
-        self.send_request = client._send_request
-        self.publish_own_reply = client._publish_own_reply
-        self.publish_trusted = client._publish_trusted
-        self.fixed_request = client._fixed_request
-        self.send_frame = client._send_frame
-        self.read_here = client._read_here
-        self.call_later = client._call_later
-        self.add_reconnect_hook = client._add_reconnect_hook
-        self.remove_reconnect_hook = client._remove_reconnect_hook
-        self.add_close_hook = client._add_close_hook
-        self.remove_close_hook = client._remove_close_hook
-        self.report = client._report
-        self.callback = client._callback
-        self._client = client
+        table, outbox, reader = client._table, client._outbox, client._reader
+        hooks, callbacks = client._hooks, client._callbacks
+        self.subscribe = table.add
+        self.unsubscribe = table.unsubscribe
+        self.auto_unsubscribe = table.auto_unsubscribe
+        self.retire = table.retire
+        self.drop_interest = table.drop_interest
+        self.forget = table.forget
+        self.api_request = client._requests.api_request
+        self.send_request = outbox.send_request
+        self.publish_own_reply = outbox.publish_own_reply
+        self.publish_trusted = outbox.publish_trusted
+        self.fixed_request = outbox.fixed_request
+        self.send_frame = outbox.send_frame
+        self.read_here = reader.read_here
+        self.quiet_begin = reader.quiet_begin
+        self.quiet_end = reader.quiet_end
+        self.call_later = client._network.call_later
+        self.add_reconnect_hook = hooks.add_reconnect_hook
+        self.remove_reconnect_hook = hooks.remove_reconnect_hook
+        self.add_close_hook = hooks.add_close_hook
+        self.remove_close_hook = hooks.remove_close_hook
+        self.report = callbacks.report
+        self.callback = callbacks.call
+        self._reader = reader
 
     @staticmethod
     def deliver(sub: Subscription, msg: Msg) -> None:
         sub._deliver(msg)
 
-    def quiet_begin(self) -> Optional[object]:
-        conn = self._client._conn
-        if conn is not None and conn.inline:
-            conn.quiet_begin()
-            return conn
-        return None
-
-    @staticmethod
-    def quiet_end(token: Optional[object]) -> None:
-        if token is not None:
-            token.quiet_end()  # type: ignore[attr-defined]
-
     def after_read(self, fn: Callable[[], None]) -> None:
-        self._client._after_read.append(fn)
+        self._reader.after_read.append(fn)
 
 
 # --- Msg and Subscription internals JetStream's rules need ------------------------------

@@ -1,6 +1,6 @@
 """Subscription: a bounded queue of messages, read by next_msg, iteration or a callback.
 
-The reader thread calls :meth:`Subscription._deliver` for every message of this sid; that
+The reader (_reader.py) calls :meth:`Subscription._deliver` for every message of this sid; that
 is the only place a message enters the queue, so a message crosses exactly one queue
 between the socket and the user. The queue is a ``queue.SimpleQueue`` (its blocking
 ``get(timeout)`` is C code); the limits are enforced by the reader, which drops and reports
@@ -18,10 +18,11 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from . import errors
+from ._timeouts import Deadline, check_timeout
 from .msg import Msg
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
+    from ._subs import SubscriptionTable
 
 __all__ = ["MessageHook", "Subscription"]
 
@@ -41,7 +42,7 @@ class Subscription:
 
     def __init__(
         self,
-        client: Client,
+        table: SubscriptionTable,
         sid: int,
         subject: str,
         queue_name: Optional[str],
@@ -52,7 +53,7 @@ class Subscription:
         hook: Optional[MessageHook] = None,
         on_take: Optional[MessageHook] = None,
     ) -> None:
-        self._client = client
+        self._table = table
         self.sid = sid
         self.subject = subject
         self.queue = queue_name or ""
@@ -102,7 +103,7 @@ class Subscription:
             q.put(msg)
             self._slow = False
         if self._max_msgs and self.delivered >= self._max_msgs:
-            self._client._forget_sub(self)
+            self._table.forget(self)
             self._end(
                 errors.BadSubscriptionError(
                     f"subscription {self.sid} on {self.subject!r} reached max_msgs={self._max_msgs}"
@@ -115,7 +116,7 @@ class Subscription:
             # One report per episode of slowness keeps error_cb from being flooded; the
             # running total is on the error and on ``sub.dropped``.
             self._slow = True
-            self._client._report(
+            self._table.report(
                 errors.SlowConsumerError(
                     f"slow consumer on subject {self.subject!r} (sid {self.sid}): pending limit "
                     f"{self.pending_msgs_limit} msgs / {self.pending_bytes_limit} bytes reached, "
@@ -162,8 +163,8 @@ class Subscription:
         :class:`BadSubscriptionError` (or the connection's error) once the subscription has
         ended and every queued message has been taken.
         """
-        t = self._client._check_timeout(timeout, "next_msg timeout", allow_none=True)
-        self._client._check_usable_in_process()
+        t = check_timeout(timeout, "next_msg timeout", allow_none=True)
+        self._table.link.check_usable()
         if self._cb is not None:
             raise errors.BadSubscriptionError(
                 f"subscription on {self.subject!r} has a callback; next_msg is not available"
@@ -180,7 +181,7 @@ class Subscription:
         if self._cb is not None:
             raise errors.BadSubscriptionError("subscription has a callback; it is not iterable")
         while True:
-            self._client._check_usable_in_process()
+            self._table.link.check_usable()
             try:
                 yield self._take(None)
             except (errors.BadSubscriptionError, errors.ConnectionClosedError):
@@ -212,7 +213,7 @@ class Subscription:
                     f"{type(exc).__name__}: {exc}"
                 )
                 err.__cause__ = exc
-                self._client._report(err)
+                self._table.report(err)
 
     # --- state and control --------------------------------------------------------------
 
@@ -250,14 +251,14 @@ class Subscription:
                 raise errors.BadSubscriptionError(f"subscription on {self.subject!r} has ended")
             self._max_msgs = limit
             if self.delivered >= limit:
-                self._client._unsubscribe(self)
+                self._table.unsubscribe(self)
             else:
-                self._client._auto_unsubscribe(self, limit)
+                self._table.auto_unsubscribe(self, limit)
             return
-        self._client._check_usable_in_process()
+        self._table.link.check_usable()
         if self._end_error is not None:
             raise errors.BadSubscriptionError(f"subscription on {self.subject!r} has ended")
-        self._client._unsubscribe(self)
+        self._table.unsubscribe(self)
 
     def drain(self, timeout: float = 30.0) -> None:
         """Unsubscribe, let in-flight messages arrive, then wait until all are processed.
@@ -265,9 +266,9 @@ class Subscription:
         For a callback subscription this waits for the callback to finish the queued
         messages; otherwise it waits until they have been taken (or ``timeout``).
         """
-        deadline = self._client._deadline(timeout, "drain timeout")
+        deadline = Deadline(check_timeout(timeout, "drain timeout"), "drain timeout")
         if self._end_error is None:
-            self._client._drain_sub(self, deadline)
+            self._table.drain(self, deadline)
         self._wait_done(deadline.remaining())
 
     def _wait_done(self, timeout: float) -> None:

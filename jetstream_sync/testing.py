@@ -129,8 +129,8 @@ def drop_inbound(client: Client, predicate: Callable[[Msg], bool]) -> Iterator[L
             return True
         return False
 
-    client._inbound_filter = drop
+    client._reader.inbound_filter = drop
     try:
         yield dropped
     finally:
-        client._inbound_filter = None
+        client._reader.inbound_filter = None

@@ -227,7 +227,7 @@ def test_blocked_flush_and_request_wake_on_disconnect(server_factory: ServerFact
 
         t = threading.Thread(target=call)
         t.start()
-        wait_until(lambda: nc._resp_map, 5, "request in flight")
+        wait_until(lambda: nc._requests.waiting, 5, "request in flight")
         srv.kill()
         t.join(10)
         assert not t.is_alive()

@@ -36,7 +36,7 @@ def give_up_before_the_message_is_read(
     caller = threading.Thread(target=one_call)
     caller.start()
     wait_until(lambda: other.consumer_info(stream, c.name).num_waiting == 1, what="the pull")
-    nc._read_lock.acquire()  # the client reads nothing until released
+    nc._link.read_lock.acquire()  # the client reads nothing until released
     try:
         other.publish(f"{stream.lower()}.new", b"late")
         wait_until(
@@ -46,7 +46,7 @@ def give_up_before_the_message_is_read(
         caller.join(20)
         assert not caller.is_alive()
     finally:
-        nc._read_lock.release()
+        nc._link.read_lock.release()
     result = ended["result"]
     if call == "fetch":
         assert result == []
@@ -101,7 +101,7 @@ def test_late_messages_are_kept_in_order_for_a_batch(
         caller = threading.Thread(target=one_fetch)
         caller.start()
         wait_until(lambda: other.consumer_info(stream, c.name).num_waiting == 1, what="pull")
-        nc._read_lock.acquire()
+        nc._link.read_lock.acquire()
         try:
             for i in range(3):
                 other.publish(f"{stream.lower()}.new", str(i).encode())
@@ -111,7 +111,7 @@ def test_late_messages_are_kept_in_order_for_a_batch(
             )
             caller.join(20)
         finally:
-            nc._read_lock.release()
+            nc._link.read_lock.release()
         assert ended["result"] == []
         nc.flush(10)
         assert [m.data for m in c.fetch(2, max_wait=3.0)] == [b"0", b"1"]
@@ -138,7 +138,7 @@ def test_a_late_message_goes_to_a_call_already_waiting(
         caller = threading.Thread(target=lambda: first.update(r=c.fetch(1, max_wait=1.5)))
         caller.start()
         wait_until(lambda: other.consumer_info(stream, c.name).num_waiting == 1, what="pull")
-        nc._read_lock.acquire()
+        nc._link.read_lock.acquire()
         try:
             other.publish(f"{stream.lower()}.new", b"late")
             wait_until(
@@ -151,7 +151,7 @@ def test_a_late_message_goes_to_a_call_already_waiting(
             waiter.start()
             wait_until(lambda: other.consumer_info(stream, c.name).num_waiting == 1, what="2nd")
         finally:
-            nc._read_lock.release()
+            nc._link.read_lock.release()
         waiter.join(20)
         assert [m.data for m in second["r"]] == [b"late"]
         second["r"][0].ack_sync(10)

@@ -227,7 +227,7 @@ def test_close_wakes_blocked_calls(nats_server: NATSServer) -> None:
     for t in threads:
         t.start()
     started.wait()
-    wait_until(lambda: nc._resp_map, 5, "request in flight")
+    wait_until(lambda: nc._requests.waiting, 5, "request in flight")
     nc.close()
     for t in threads:
         t.join(10)

@@ -88,7 +88,7 @@ def pjs(pnc: nats.Client) -> JetStream:
 
 def writable(nc: nats.Client) -> bool:
     """Whether the client's socket has room in its send buffer (test-only introspection)."""
-    conn = nc._conn
+    conn = nc._link.conn
     assert conn is not None
     _, w, _ = select.select([], [conn.sock], [], 0)
     return bool(w)
@@ -246,7 +246,7 @@ with nats.connect(sys.argv[1], name="ctrl-c") as nc:
     for _ in range(200):
         nc.publish("fill.x", b"f" * 65536)
     for _ in range(2000):
-        if not select.select([], [nc._conn.sock], [], 0.01)[1]:
+        if not select.select([], [nc._link.conn.sock], [], 0.01)[1]:
             break
     print("requesting", flush=True)
     nc.request("nobody.home", b"", timeout=600)

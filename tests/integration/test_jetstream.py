@@ -376,7 +376,7 @@ def test_legacy_servers_get_the_durable_create_subject(nc: nats.Client) -> None:
     sent: List[str] = []
     js = nc.jetstream()
     js._api = lambda suffix, body=None, timeout=None: sent.append(suffix) or {}  # type: ignore[method-assign]
-    nc._server_info = {**nc.server_info, "version": "2.8.4"}
+    nc._network.server_info = {**nc.server_info, "version": "2.8.4"}
     js.add_consumer("S", durable_name="old")
     js.add_consumer("S", name="eph")
     assert sent == ["CONSUMER.DURABLE.CREATE.S.old", "CONSUMER.CREATE.S"]

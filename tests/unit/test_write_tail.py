@@ -13,25 +13,25 @@ import pytest
 from jetstream_sync import _protocol as proto
 from jetstream_sync import errors
 from jetstream_sync._conn import Conn
+from jetstream_sync._link import CONNECTED, Link
+from jetstream_sync._outbox import Outbox
 from jetstream_sync._servers import parse_url
-from jetstream_sync.client import Client
 
 
 @pytest.fixture
-def wired() -> Iterator[Tuple[Client, Conn, socket.socket, List[Exception]]]:
+def wired() -> Iterator[Tuple[Outbox, Conn, socket.socket, List[Exception]]]:
     ours, peer = socket.socketpair()
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     ours.settimeout(0.0)
     seen: List[Exception] = []
-    client = Client()
-    conn = Conn(ours, proto.Parser(msg_owner=client), parse_url("nats://127.0.0.1:4222"), {})
-    client._conn = conn
-    client._state = "connected"
-    client._error_cb = seen.append
-    client._report = seen.append  # type: ignore[method-assign]  # no callback thread here
+    link = Link()
+    outbox = Outbox(link, seen.append)  # errors straight to the list: no callback thread
+    conn = Conn(ours, proto.Parser(), parse_url("nats://127.0.0.1:4222"), {})
+    link.conn = conn
+    link.state = CONNECTED
     try:
-        yield client, conn, peer, seen
+        yield outbox, conn, peer, seen
     finally:
         ours.close()
         peer.close()
@@ -50,42 +50,42 @@ def _read_all(peer: socket.socket, n: int, bound: float = 10.0) -> bytes:
 
 
 def test_a_full_send_buffer_leaves_a_tail_that_the_next_write_sends_first(
-    wired: Tuple[Client, Conn, socket.socket, List[Exception]],
+    wired: Tuple[Outbox, Conn, socket.socket, List[Exception]],
 ) -> None:
-    client, conn, peer, _ = wired
+    outbox, conn, peer, _ = wired
     frames = [b"PUB a %d\r\n%s\r\n" % (i, bytes([65 + i % 26]) * 200_000) for i in range(3)]
     for f in frames:
-        client._out.append(f)
+        outbox.out.append(f)
     started = time.monotonic()
-    assert client._write_pending() is False  # the kernel took part: the caller did not wait
+    assert outbox.write_pending() is False  # the kernel took part: the caller did not wait
     assert time.monotonic() - started < 1.0
     assert conn.tail is not None
-    client._out.append(b"PING\r\n")
-    assert client._write_pending() is False  # the tail first; the PING stays queued
-    assert list(client._out) == [b"PING\r\n"]
+    outbox.out.append(b"PING\r\n")
+    assert outbox.write_pending() is False  # the tail first; the PING stays queued
+    assert list(outbox.out) == [b"PING\r\n"]
     expected = b"".join(frames) + b"PING\r\n"
     got: List[bytes] = []
     reader = threading.Thread(target=lambda: got.append(_read_all(peer, len(expected))))
     reader.start()  # the peer reads again: the waiting writer gets the rest out
     for _ in range(100):
-        if conn.tail is None and not client._out:
+        if conn.tail is None and not outbox.out:
             break
-        client._write_slow()
-        client._write_pending()
+        outbox.write_slow()
+        outbox.write_pending()
     reader.join(15)
     assert got == [expected]  # in order, nothing lost, nothing twice
 
 
 def test_a_write_without_progress_marks_the_connection_stale(
-    wired: Tuple[Client, Conn, socket.socket, List[Exception]],
+    wired: Tuple[Outbox, Conn, socket.socket, List[Exception]],
 ) -> None:
-    client, conn, _, seen = wired
-    client._write_timeout = 0.3
-    client._out.append(b"PUB a 1000000\r\n" + b"x" * 1_000_000 + b"\r\n")
-    assert client._write_pending() is False
+    outbox, conn, _, seen = wired
+    outbox.write_timeout = 0.3
+    outbox.out.append(b"PUB a 1000000\r\n" + b"x" * 1_000_000 + b"\r\n")
+    assert outbox.write_pending() is False
     started = time.monotonic()
-    assert client._write_slow() is False
+    assert outbox.write_slow() is False
     assert time.monotonic() - started < 5.0
     assert conn.broken
     assert any(isinstance(e, errors.StaleConnectionError) for e in seen)
-    assert client._write_pending() is True  # a broken connection takes nothing more
+    assert outbox.write_pending() is True  # a broken connection takes nothing more

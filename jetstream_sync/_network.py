@@ -1,0 +1,307 @@
+"""The network thread and the life of the connection: the first connect, installing a
+new connection (re-subscribing before anything buffered goes out), the read loop's end, the
+reconnect loop, and what the reader hands back besides messages (PING, PONG, INFO with lame
+duck mode, -ERR). Pings and stale-connection detection run on the timer thread from here.
+
+The network thread never runs user code: what the user hears of (disconnected, reconnected,
+errors) goes through the callback thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, Optional
+
+from . import _protocol as proto
+from . import errors
+from ._callbacks import Callbacks, Hooks
+from ._conn import Conn, Move
+from ._dial import DialOptions, dial
+from ._link import CONNECTED, FORKED, RECONNECTING, Link
+from ._outbox import Outbox
+from ._reader import Reader
+from ._requests import RequestMux
+from ._servers import ServerPool
+from ._subs import SubscriptionTable
+from ._timers import Timers
+
+__all__ = ["Network"]
+
+# -ERR messages after which the server keeps the connection open.
+_NON_FATAL_ERRS = ("permissions violation", "invalid subject", "invalid publish subject")
+
+
+class Network:
+    """Connects, reconnects and watches the connection of one client."""
+
+    def __init__(
+        self,
+        link: Link,
+        outbox: Outbox,
+        reader: Reader,
+        table: SubscriptionTable,
+        requests: RequestMux,
+        callbacks: Callbacks,
+        hooks: Hooks,
+        msg_owner: Any,
+        shutdown: Callable[[Optional[errors.NATSError]], None],
+    ) -> None:
+        self._link = link
+        self._outbox = outbox
+        self._reader = reader
+        self._table = table
+        self._requests = requests
+        self._callbacks = callbacks
+        self._report = callbacks.report
+        self._hooks = hooks
+        self._msg_owner = msg_owner  # stamped on every message read (see dial)
+        self._shutdown = shutdown
+        self.pool = ServerPool([], False, 60, 2.0, 0.1)
+        self.dial_opts = DialOptions()
+        self.allow_reconnect = True
+        self.ping_interval = 120.0
+        self.max_outstanding_pings = 2
+        self.disconnected_cb: Optional[Callable[[], None]] = None
+        self.reconnected_cb: Optional[Callable[[], None]] = None
+        self.timers: Optional[Timers] = None
+        self.connected = threading.Event()  # set while connected (and once closed)
+        self.stop = threading.Event()  # set at close: ends a reconnect wait
+        self.server_info: Dict[str, Any] = {}
+        self.reconnects = 0
+        self.errors_received = 0
+        self._outstanding_pings = 0
+
+    def first_connect(self) -> Conn:
+        """The first reachable server of the pool, in order; NoServersError if none is."""
+        last: Optional[errors.NATSError] = None
+        for server in self.pool.servers:
+            server.last_attempt = time.monotonic()
+            try:
+                return dial(server, self.dial_opts, self._msg_owner)
+            except errors.AuthorizationError:
+                raise
+            except errors.NATSError as exc:
+                last = exc
+        assert last is not None
+        if isinstance(last, errors.SecureConnectionRequiredError):
+            raise last
+        raise errors.NoServersError(
+            "could not connect to any server ("
+            + ", ".join(s.url for s in self.pool.servers)
+            + f"): {last}"
+        ) from last
+
+    def start_pings(self, timers: Timers) -> None:
+        self.timers = timers
+        timers.call_later(self.ping_interval, self._ping_tick)
+
+    def install(self, conn: Conn, reconnect: bool) -> bool:
+        """Make ``conn`` the live connection: resubscribe first, then buffered publishes."""
+        link, outbox = self._link, self._outbox
+        with link.send_lock, link.wlock:
+            if link.closing:
+                conn.sock.close()
+                return False
+            link.conn = conn
+            self._update_info(conn.info, conn)
+            resubs = self._table.resubscribe_frames()
+            outbox.out.extendleft(reversed(resubs))
+            outbox.ctl_frames += len(resubs)
+            link.state = CONNECTED
+            outbox.pub_fast = not outbox.draining_pubs
+            self._outstanding_pings = 0
+            conn.server.reconnects = 0
+            outbox.kicked = True
+            outbox.kick.set()
+        self.connected.set()
+        if reconnect:
+            self.reconnects += 1
+            self._hooks.run_reconnect_hooks()
+            self._callbacks.call(self.reconnected_cb)
+        return True
+
+    def _update_info(self, info: Dict[str, Any], conn: Conn) -> None:
+        self.server_info = info
+        max_payload = info.get("max_payload")
+        if isinstance(max_payload, int) and max_payload > 0:
+            self._outbox.max_payload = max_payload
+        self.pool.learn(info, conn.server)
+
+    # --- the network thread: read, and reconnect when the socket dies -------------------
+
+    def run(self) -> None:
+        link = self._link
+        conn = link.conn
+        while conn is not None:
+            err = self._reader.read_until_error(conn)
+            if link.closing or link.state is FORKED:
+                return
+            self._on_disconnect(conn, err)
+            if not self.allow_reconnect:
+                self._shutdown(
+                    errors.ConnectionClosedError(
+                        f"connection to {conn.server.url} lost and allow_reconnect is False"
+                    )
+                )
+                return
+            conn = self._reconnect_loop()
+        if not link.closing:
+            self._shutdown(
+                errors.NoServersError(
+                    "reconnect gave up: no server reachable within max_reconnect_attempts"
+                )
+            )
+
+    def _on_disconnect(self, conn: Conn, err: errors.NATSError) -> None:
+        link = self._link
+        with link.wlock:
+            if link.state is CONNECTED:
+                link.state = RECONNECTING
+            self._outbox.pub_fast = False
+            self.connected.clear()
+            unconfirmed, failed = self._outbox.connection_lost()
+        self.kill_socket(conn)
+        lost = errors.ConnectionLostError(f"connection to {conn.server.url} lost: {err}")
+        for waiter in failed:
+            if waiter is not None:
+                waiter.wake(error=lost)
+        self._requests.fail_all(lost)
+        report = errors.ConnectionLostError(
+            f"disconnected from {conn.server.url}: {err}"
+            + (
+                f"; {unconfirmed} frame(s) written since the server last confirmed "
+                "receipt may not have arrived"
+                if unconfirmed
+                else ""
+            ),
+            unconfirmed=unconfirmed,
+        )
+        report.__cause__ = err
+        self._report(report)
+        self._callbacks.call(self.disconnected_cb)
+
+    def _reconnect_loop(self) -> Optional[Conn]:
+        pool = self.pool
+        while not self._link.closing:
+            server = pool.next_server()
+            if server is None or not pool.wait_turn(server, self.stop):
+                return None
+            try:
+                conn = dial(server, self.dial_opts, self._msg_owner)
+            except errors.NATSError as exc:
+                self._report(errors.ConnectionLostError(f"reconnect to {server.url} failed: {exc}"))
+                continue
+            return conn if self.install(conn, reconnect=True) else None
+        return None
+
+    def kill_socket(self, conn: Conn) -> None:
+        """Wake every thread blocked on ``conn``'s socket, then close it."""
+        conn.broken = True
+        conn.shutdown()
+        if conn.ep is not None or not conn.inline:
+            # The network thread waits in (e)poll on this socket: let it see the shutdown
+            # before the descriptor goes (and its number may be reused).
+            conn.reader_left.wait(1.0)
+        # Writers hold the send lock for one non-blocking send, never longer: the bound is
+        # a safeguard only.
+        send_lock = self._link.send_lock
+        locked = send_lock.acquire(timeout=2.0)
+        try:
+            conn.tail = None
+            conn.sock.close()
+        except OSError:
+            pass
+        finally:
+            if locked:
+                send_lock.release()
+
+    def on_control(self, ev: proto.Event) -> None:
+        """What the reader found besides messages (on the reading thread)."""
+        if ev is proto.PING:
+            self._outbox.enqueue(proto.PONG_FRAME)
+        elif ev is proto.PONG:
+            self._outstanding_pings = 0
+            self._outbox.on_pong()
+        elif isinstance(ev, proto.Info):
+            conn = self._link.conn
+            if conn is not None:
+                self._update_info(ev.data, conn)
+                if ev.data.get("ldm"):
+                    self._lame_duck(conn)
+        elif isinstance(ev, proto.Err):
+            self._on_err(ev.message)
+
+    def _lame_duck(self, conn: Conn) -> None:
+        """The server will close its connections soon: report it and, when another server
+        is known, move there now rather than wait to be cut off. The move waits for a PONG
+        (see Move), so nothing written before it is in doubt."""
+        server = conn.server
+        if server.lame_until > time.monotonic():
+            return  # announced twice
+        server.lame_until = time.monotonic() + 120.0  # nats-server's default lame duck span
+        others = self.pool.others_than(server)
+        with self._link.wlock:
+            if others and self._link.state is CONNECTED:
+                self._outbox.ping_locked(Move(conn))
+        self._report(
+            errors.LameDuckModeError(
+                f"server {server.url} entered lame duck mode and will close connections soon; "
+                + (
+                    "moving to another server now"
+                    if others
+                    else "no other server is known to move to"
+                )
+            )
+        )
+
+    def _on_err(self, message: str) -> None:
+        self.errors_received += 1
+        low = message.lower()
+        err: errors.NATSError
+        if low.startswith("permissions violation"):
+            err = errors.PermissionsError(f"server: {message}")
+            self._table.end_denied(message, err)
+            self._requests.fail_denied(message, err)
+        elif "stale connection" in low:
+            err = errors.StaleConnectionError(f"server: {message}")
+        elif "authorization" in low or "authentication" in low:
+            err = errors.AuthorizationError(f"server: {message}")
+        else:
+            err = errors.ServerError(f"server: {message}")
+        self._report(err)
+        if not low.startswith(_NON_FATAL_ERRS):
+            # The server closes the connection after any other -ERR; closing our side at
+            # once means the reconnect does not wait on a server that may never do it.
+            conn = self._link.conn
+            if conn is not None:
+                conn.shutdown()
+
+    def _ping_tick(self) -> None:
+        """The timer thread, every ping_interval: a PING, or a stale connection after
+        max_outstanding_pings without a PONG."""
+        link = self._link
+        conn = link.conn
+        if link.state is CONNECTED and conn is not None:
+            if self._outstanding_pings >= self.max_outstanding_pings:
+                self._report(
+                    errors.StaleConnectionError(
+                        f"server {conn.server.url} did not answer {self._outstanding_pings} pings "
+                        f"(ping_interval {self.ping_interval} s): connection is stale"
+                    )
+                )
+                self._outstanding_pings = 0
+                conn.shutdown()
+            else:
+                self._outstanding_pings += 1
+                with link.wlock:
+                    if link.state is CONNECTED:
+                        self._outbox.ping_locked(None)
+        self.call_later(self.ping_interval, self._ping_tick)
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run internal ``fn`` on the timer thread after ``delay`` (not after close)."""
+        if self.timers is not None and not self._link.closing:
+            self.timers.call_later(delay, fn)
+
+    # --- publishing ---------------------------------------------------------------------
