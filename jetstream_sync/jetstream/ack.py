@@ -1,6 +1,6 @@
 """JetStream message metadata and acknowledgements (ADR-15's "JS Ack" rules).
 
-The rules live in the core module :mod:`jetstream_sync._jsack`: ``Msg``'s ack methods and
+The rules live in the core module ``_jsack.py``: ``Msg``'s ack methods and
 ``metadata`` are built on them, and the core imports nothing from ``jetstream/``. This
 module re-exports its names, so imports from here work as they always did.
 """
