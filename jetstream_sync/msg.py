@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+from . import _jsack
 from .errors import InvalidArgumentError, ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
-    from .jetstream.ack import MsgMetadata
 
 __all__ = ["HeaderValue", "Headers", "HeadersLike", "Msg"]
 
@@ -189,7 +189,7 @@ class Msg:
         self._hdr = hdr
         self._headers: Optional[Tuple[Optional[int], str, Headers]] = None
         self._client = client
-        self._ack = 0  # JetStream ack state: see jetstream/ack.py
+        self._ack = 0  # JetStream ack state: see _jsack.py
 
     def _parsed(self) -> Tuple[Optional[int], str, Headers]:
         parsed = self._headers
@@ -233,53 +233,41 @@ class Msg:
         # A reply is latency-bound: write it from this thread instead of waking the flusher.
         self._client._send_now(self.reply, data, headers)
 
-    # --- JetStream (see jetstream/ack.py) ----------------------------------------------
+    # --- JetStream (see _jsack.py) -----------------------------------------------------
 
     @property
-    def metadata(self) -> MsgMetadata:
+    def metadata(self) -> _jsack.MsgMetadata:
         """Stream, consumer, sequences, delivery count, pending and timestamp, from the
         ``$JS.ACK`` reply subject; NotJSMessageError for a message that is not JetStream's."""
-        from .jetstream.ack import parse_metadata
-
-        return parse_metadata(self.reply)
+        return _jsack.parse_metadata(self.reply)
 
     def ack(self) -> None:
         """Acknowledge (+ACK). Later ack calls on this message do nothing."""
-        # jetstream/ack.py's send_ack, inlined for the common case: acks are per message.
-        if self._ack != 0:  # ack.ACK_OPEN
+        # _jsack.send_ack, inlined for the common case: acks are per message.
+        if self._ack != 0:  # _jsack.ACK_OPEN
             return
         client = self._client
         if client is not None and self.reply.startswith("$JS.ACK."):
             client._publish_trusted(self.reply, b"+ACK")
-            self._ack = 1  # ack.ACK_DONE
+            self._ack = 1  # _jsack.ACK_DONE
             return
-        from .jetstream import ack
-
-        ack.send_ack(self, ack.ACK, terminal=True)  # raises the right error
+        _jsack.send_ack(self, _jsack.ACK, terminal=True)  # raises the right error
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it."""
-        from .jetstream import ack
-
-        ack.ack_sync(self, timeout)
+        _jsack.ack_sync(self, timeout)
 
     def nak(self, delay: Optional[float] = None) -> None:
         """Negative ack (-NAK): redeliver, after ``delay`` seconds when given."""
-        from .jetstream import ack
-
-        ack.send_ack(self, ack.nak_payload(delay), terminal=True)
+        _jsack.send_ack(self, _jsack.nak_payload(delay), terminal=True)
 
     def in_progress(self) -> None:
         """Work in progress (+WPI): restart the ack-wait timer. Not terminal."""
-        from .jetstream import ack
-
-        ack.send_ack(self, ack.WPI, terminal=False)
+        _jsack.send_ack(self, _jsack.WPI, terminal=False)
 
     def term(self, reason: Optional[str] = None) -> None:
         """Terminate (+TERM): never redeliver this message."""
-        from .jetstream import ack
-
-        ack.send_ack(self, ack.term_payload(reason), terminal=True)
+        _jsack.send_ack(self, _jsack.term_payload(reason), terminal=True)
 
     def __repr__(self) -> str:
         data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."

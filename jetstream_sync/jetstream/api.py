@@ -37,7 +37,6 @@ from typing import (
     Mapping,
     NamedTuple,
     Optional,
-    SupportsIndex,
     Tuple,
     Type,
     TypeVar,
@@ -48,6 +47,9 @@ from typing import (
     get_type_hints,
 )
 
+# NanoDatetime lives in the core (Msg.metadata makes one); _nano_datetime stays importable
+# here for pickles made when both were defined in this module.
+from .._nanotime import NanoDatetime, _nano_datetime
 from ..errors import InvalidArgumentError, JetStreamError
 from ..msg import Headers, encode_headers, parse_header_block
 
@@ -117,37 +119,6 @@ def _from_ns(ns: int) -> float:
 
 
 # --- datetimes ---------------------------------------------------------------------------------
-
-
-class NanoDatetime(datetime):
-    """A ``datetime`` that also keeps the nanoseconds below its microsecond (0-999).
-
-    Parsed server times are of this type; to the rest of Python they are ordinary aware
-    datetimes (comparison, hashing and arithmetic ignore ``nanosecond``).
-    """
-
-    nanosecond: int = 0
-
-    def __repr__(self) -> str:
-        text = super().__repr__()
-        return f"{text[:-1]}, nanosecond={self.nanosecond})" if self.nanosecond else text
-
-    def __reduce_ex__(self, protocol: SupportsIndex) -> Tuple[Any, ...]:
-        plain = datetime(
-            self.year, self.month, self.day, self.hour, self.minute, self.second,
-            self.microsecond, self.tzinfo, fold=self.fold,
-        )  # fmt: skip
-        return (_nano_datetime, (plain, self.nanosecond))
-
-
-def _nano_datetime(dt: datetime, nanosecond: int) -> NanoDatetime:
-    out = NanoDatetime(
-        dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, dt.microsecond, dt.tzinfo,
-        fold=dt.fold,
-    )  # fmt: skip
-    out.nanosecond = nanosecond
-    return out
-
 
 _TIME_RE = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:([Zz])|([+-])(\d\d):?(\d\d))?",

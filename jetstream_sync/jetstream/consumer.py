@@ -37,6 +37,7 @@ from typing import (
 )
 
 from .. import errors
+from .._seam import raw_headers, set_ack_state
 from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
@@ -116,6 +117,7 @@ class PullConsumer:
     def __init__(self, js: JetStream, stream: str, info: api.ConsumerInfo) -> None:
         self._js = js
         self._nc: Client = js._nc
+        self._core = js._core
         self.stream = stream
         self.name = info.name
         self.info = info  # as of the last consumer_info() (or creation)
@@ -140,7 +142,7 @@ class PullConsumer:
 
     def _prepare(self, msg: Msg) -> Msg:
         if self._ack_none:
-            msg._ack = ACK_NONE  # ack calls on it do nothing (ADR-15)
+            set_ack_state(msg, ACK_NONE)  # ack calls on it do nothing (ADR-15)
         return msg
 
     def pin_id(self, group: Optional[str] = None) -> Optional[str]:
@@ -242,7 +244,7 @@ class PullConsumer:
         """Under _late_lock: ``msg`` came for a call that has returned. A message is kept
         for the next call, and the calls under way are told; a status (the end of that
         abandoned pull) means nothing any more."""
-        if msg._hdr is not None and classify(msg) is not None:
+        if raw_headers(msg) is not None and classify(msg) is not None:
             return
         self._late.append(msg)
         for q in self._calls:
@@ -258,7 +260,7 @@ class PullConsumer:
         size = 0
         while late and len(msgs) < batch:
             if max_bytes is not None:
-                size += len(late[0].data) + len(late[0]._hdr or b"")
+                size += len(late[0].data) + len(raw_headers(late[0]) or b"")
                 if msgs and size > max_bytes:
                     break
             msg = late.popleft()
@@ -277,7 +279,7 @@ class PullConsumer:
         no_wait: bool,
         prio: Optional[PullPriority],
     ) -> List[Msg]:
-        nc = self._nc
+        core = self._core
         late_lock = self._late_lock
         with late_lock:
             if self._late:  # what came after earlier calls gave up: no need to pull
@@ -310,17 +312,17 @@ class PullConsumer:
                 priority=prio,
                 pin_id=pin,
             )
-        inbox = nc.new_inbox()
-        sub = nc._subscribe(inbox, None, None, None, _BIG, _BIG, hook=on_msg)
+        inbox = self._nc.new_inbox()
+        sub = core.subscribe(inbox, None, None, None, _BIG, _BIG, hook=on_msg)
         with late_lock:
             self._calls.append(q)
-        nc._add_close_hook(on_close)
+        core.add_close_hook(on_close)
         msgs: List[Msg] = []
         own = 0  # messages of this call's pull (late ones of earlier calls not counted)
         finished = False
         watch = HeartbeatWatch(hb, alarm) if hb is not None else None
         try:
-            nc._send_request(self._next_subject, body, inbox, None)
+            core.send_request(self._next_subject, body, inbox, None)
             while len(msgs) < batch:
                 wait = deadline.remaining()
                 if watch is not None:
@@ -364,7 +366,7 @@ class PullConsumer:
                         raise PinLost()
                     raise status_error(msg, self._where)
         finally:
-            nc._remove_close_hook(on_close)
+            core.remove_close_hook(on_close)
             with late_lock:
                 returned = True
                 self._calls.remove(q)
@@ -376,9 +378,9 @@ class PullConsumer:
                     if left is not _CLOSED and left is not _LATE:
                         self._keep_late(left)
             if finished or own >= batch:
-                nc._unsubscribe(sub)  # the pull is over: nothing more can come
+                core.unsubscribe(sub)  # the pull is over: nothing more can come
             else:
-                nc._retire_sub(sub)  # it may still deliver: what comes is kept (on_msg)
+                core.retire(sub)  # it may still deliver: what comes is kept (on_msg)
         return msgs
 
     # --- continuous pulls ---------------------------------------------------------------
@@ -494,6 +496,7 @@ class _Pump:
     ) -> None:
         self._c = consumer
         self._nc = consumer._nc
+        self._core = consumer._core
         self._max_msgs = max_messages
         self._max_bytes = max_bytes
         self._threshold_msgs = max(1, max_messages // 2)
@@ -524,11 +527,11 @@ class _Pump:
         self.on_pinned: Optional[PinnedCallback] = None
         self.on_unpinned: Optional[UnpinnedCallback] = None
         self._inbox = self._nc.new_inbox()
-        self._sub = self._nc._subscribe(
+        self._sub = self._core.subscribe(
             self._inbox, None, None, None, _BIG, _BIG, hook=self._on_msg
         )
-        self._nc._add_reconnect_hook(self._on_reconnect)
-        self._nc._add_close_hook(self._on_close)
+        self._core.add_reconnect_hook(self._on_reconnect)
+        self._core.add_close_hook(self._on_close)
 
     def start(self) -> None:
         """The first pull."""
@@ -603,7 +606,7 @@ class _Pump:
             # this thread hands out messages could reach the server together with a consumer
             # delete sent meanwhile, and the server drops, without a word, pulls it had not
             # taken up when the consumer went.
-            self._nc._send_request(self._c._next_subject, body, self._inbox, None)
+            self._core.send_request(self._c._next_subject, body, self._inbox, None)
         except errors.NATSError as exc:  # disconnected with a full buffer, or closing
             self._report(exc)
             self._reset(later=True)
@@ -621,7 +624,7 @@ class _Pump:
             self._pull()
 
     def _report(self, err: errors.NATSError) -> None:
-        self._nc._report(err)
+        self._core.report(err)
 
     report = _report
 
@@ -753,7 +756,7 @@ class _Pump:
                     continue  # not a message: an empty reply on our inbox
                 self._pending_msgs -= 1
                 if self._max_bytes:
-                    self._pending_bytes -= len(msg.data) + len(msg._hdr or b"")
+                    self._pending_bytes -= len(msg.data) + len(raw_headers(msg) or b"")
                 if self._pinned_policy:
                     self._observe_pin(msg)
                 if not self.stopped and (
@@ -824,10 +827,10 @@ class _Pump:
             return
         self.stopped = True
         self._returning = True
-        self._nc._remove_reconnect_hook(self._on_reconnect)
-        self._nc._remove_close_hook(self._on_close)
+        self._core.remove_reconnect_hook(self._on_reconnect)
+        self._core.remove_close_hook(self._on_close)
         if not self._nc.is_closed:
-            self._nc._retire_sub(self._sub)  # late messages still reach _on_msg: given back
+            self._core.retire(self._sub)  # late messages still reach _on_msg: given back
         self._give_back_queued()
         self._q.put(_STOP)
 
@@ -836,10 +839,10 @@ class _Pump:
         if self.stopped:
             return
         self.stopped = True
-        self._nc._remove_reconnect_hook(self._on_reconnect)
-        self._nc._remove_close_hook(self._on_close)
+        self._core.remove_reconnect_hook(self._on_reconnect)
+        self._core.remove_close_hook(self._on_close)
         if self._nc.is_connected:
-            self._nc._retire_sub(self._sub)
+            self._core.retire(self._sub)
             try:
                 self._nc.flush(timeout)  # everything sent before the UNSUB has arrived
             except errors.NATSError as exc:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from .. import errors
 from .._protocol import check_publish_subject
+from .._seam import core_of
 from .._timeouts import check_timeout
 from ..errors import api_call_words
 from ._response import parse_api_response
@@ -65,6 +66,7 @@ class JetStream(
             prefix = f"$JS.{domain}.API"
         check_publish_subject(prefix, "API prefix")
         self._nc = nc
+        self._core = core_of(nc)  # everything of the core besides its public API
         self._prefix = prefix.rstrip(".")
         self._domain = domain
         self._timeout = check_timeout(timeout, "JetStream timeout")
@@ -104,7 +106,7 @@ class JetStream(
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
         try:
-            reply = self._nc._api_request(subject, payload, t)
+            reply = self._core.api_request(subject, payload, t)
         except errors.TimeoutError:
             raise errors.TimeoutError(
                 f"JetStream API: no answer to {api_call_words(subject)} within {t} s"

@@ -111,6 +111,7 @@ class DeadLetters:
         durable: str,
     ) -> None:
         self._js = js
+        self._core = js._core
         self.stream = stream
         self.consumer = consumer
         self._cb = cb
@@ -139,7 +140,7 @@ class DeadLetters:
         try:
             advisory = parse_advisory(msg.subject, msg.data)
         except errors.NATSError as exc:
-            self._js._nc._report(exc)
+            self._core.report(exc)
             msg.term("not a dead-letter advisory")
             return
         if not isinstance(advisory, (MaxDeliveriesAdvisory, MsgTerminatedAdvisory)):
@@ -166,7 +167,7 @@ class DeadLetters:
             )
             if err is not exc:
                 err.__cause__ = exc
-            self._js._nc._report(err)
+            self._core.report(err)
             msg.nak(delay=RETRY_DELAY)
             return
         with self._lock:
@@ -181,7 +182,7 @@ class DeadLetters:
             raw = self._js.get_msg(self.stream, advisory.stream_seq)
         except errors.NoMessageFoundError:
             raw = None  # removed by the stream's limits meanwhile: say so, keep the record
-            self._js._nc._report(
+            self._core.report(
                 errors.NoMessageFoundError(
                     404,
                     10037,

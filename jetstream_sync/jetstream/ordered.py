@@ -62,6 +62,7 @@ class OrderedConsumer:
         replay_policy: Optional[api.ReplayPolicy],
     ) -> None:
         self._js = js
+        self._core = js._core
         self.stream = api.check_stream_name(stream)
         self._base = js._nc.new_inbox().rsplit(".", 1)[1]
         self._serial = 0
@@ -148,7 +149,7 @@ class OrderedConsumer:
                 errors.ServiceUnavailableError,
                 errors.ConnectionLostError,
             ) as exc:
-                self._js._nc._report(exc)
+                self._core.report(exc)
                 time.sleep(delay)  # the server is coming back: nothing to wait on but time
                 delay = min(delay * 2, 1.0)
         self._link()  # the last try raises what it meets

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
 from .. import errors
+from .._seam import raw_headers
 from ..msg import Msg
 from . import api
 
@@ -235,7 +236,7 @@ class PinState:
     def observe(self, group: str, msg: Msg, on_pinned: Optional[PinnedCallback] = None) -> None:
         """A message pulled for ``group``: its Nats-Pin-Id makes (or keeps) this client the
         pinned one."""
-        if msg._hdr is None:
+        if raw_headers(msg) is None:
             return
         pin = msg.headers.get(PIN_HEADER)
         if not pin:

@@ -26,12 +26,14 @@ from concurrent.futures import _base as _futures_base
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .. import errors
+from .._seam import raw_headers
 from .._timeouts import Deadline, check_timeout
 from ..msg import Headers, HeadersLike, Msg
 from . import api
 from ._response import parse_api_response
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .._seam import Core
     from ..client import Client
 
 __all__ = ["AsyncPublisher", "Publisher", "publish_headers"]
@@ -142,6 +144,7 @@ class Publisher:
     """The publish mixin of JetStream."""
 
     _nc: Client
+    _core: Core
     _timeout: float
     _async_lock: threading.Lock
     _async: Optional[AsyncPublisher]
@@ -197,7 +200,11 @@ class Publisher:
                 pub = self._async
                 if pub is None or pub.closed:
                     pub = self._async = AsyncPublisher(
-                        self._nc, self._async_max_pending, self._async_stall_wait, self._timeout
+                        self._nc,
+                        self._core,
+                        self._async_max_pending,
+                        self._async_stall_wait,
+                        self._timeout,
                     )
         return pub
 
@@ -386,8 +393,10 @@ class AsyncPublisher:
     most one sweep period after its timeout, never before. Other timeouts go to a heap.
     """
 
-    def __init__(self, nc: Client, max_pending: int, stall_wait: float, ack_timeout: float) -> None:
-        self._nc = nc
+    def __init__(
+        self, nc: Client, core: Core, max_pending: int, stall_wait: float, ack_timeout: float
+    ) -> None:
+        self._core = core
         self._max_pending = max_pending
         # A stalled publisher is woken once the window has drained to here, not by every
         # ack: one wake-up per thousand messages instead of a thread switch per message.
@@ -408,12 +417,12 @@ class AsyncPublisher:
         self._room_woken = False  # a wake-up for the waiting publisher is on its way
         self._waiting_all = 0
         self.closed = False
-        self._dispatch = nc._callback
-        nc._add_close_hook(self._on_client_closed)
-        self._sub = nc._subscribe(
+        self._dispatch = core.callback
+        core.add_close_hook(self._on_client_closed)
+        self._sub = core.subscribe(
             self._prefix + "*", None, None, None, 1 << 30, 1 << 40, hook=self._on_ack
         )
-        nc._call_later(_SWEEP, self._sweep)
+        core.call_later(_SWEEP, self._sweep)
 
     @property
     def pending(self) -> int:
@@ -436,7 +445,7 @@ class AsyncPublisher:
             with self._expiry_lock:
                 heapq.heappush(self._expiry, (deadline, token))
         try:
-            self._nc._publish_own_reply(subject, data, self._prefix + token, headers)
+            self._core.publish_own_reply(subject, data, self._prefix + token, headers)
         except BaseException:
             pending.pop(token, None)
             raise
@@ -489,7 +498,7 @@ class AsyncPublisher:
         if fut is None:
             return True  # an ack after its future timed out: that future has its answer
         try:
-            if msg._hdr is not None and msg.status == 503:
+            if raw_headers(msg) is not None and msg.status == 503:
                 raise errors.NoStreamResponseError(
                     f"no stream answered a publish to {fut._subject!r}: no stream captures "
                     "this subject"
@@ -534,7 +543,7 @@ class AsyncPublisher:
             return
         self._expire(time.monotonic())
         self._wake()
-        self._nc._call_later(_SWEEP, self._sweep)
+        self._core.call_later(_SWEEP, self._sweep)
 
     def _newest_token(self) -> Optional[int]:
         """The token most recently added to ``_pending`` (None when empty)."""

@@ -22,7 +22,7 @@ pull they answer; status messages can (they come on the reply subject). Every in
 a subscription therefore feeds one queue: a status for an earlier pull is ignored, and a
 message that arrives after its fetch returned is kept for the next fetch rather than
 dropped (the client keeps routing an abandoned inbox until the server has seen its
-UNSUB, see ``Client._retire_sub``). Statuses are never returned as messages: 404 and 408
+UNSUB, see ``Core.retire``). Statuses are never returned as messages: 404 and 408
 end a pull quietly, the others raise (see status.py), after the messages already
 received have been returned.
 
@@ -134,6 +134,7 @@ class PullSubscription:
         consumer = info.name
         self._js = js
         self._nc: Client = js._nc
+        self._core = js._core
         self.stream = stream
         self.consumer = consumer
         self.subject = subject
@@ -151,9 +152,9 @@ class PullSubscription:
         self._config = info.config  # its priority groups decide what a pull must say
         self._fetch_what = f"fetch from {self._where}"
         # fetch(1)'s no_wait pull, framed once: only its reply (an inbox) changes.
-        self._one_pull = self._nc._fixed_request(self._next_subject, _NO_WAIT_ONE)
+        self._one_pull = self._core.fixed_request(self._next_subject, _NO_WAIT_ONE)
         self._pins = PinState()
-        self._nc._add_close_hook(self._on_client_closed)
+        self._core.add_close_hook(self._on_client_closed)
 
     def __repr__(self) -> str:
         return f"<PullSubscription {self._where}>"
@@ -218,9 +219,8 @@ class PullSubscription:
             raise errors.TimeoutError(
                 f"fetch from {self._where}: another thread's fetch held it for {t} s"
             )
-        conn = self._nc._conn
-        if conn is not None and conn.inline:
-            conn.quiet_begin()  # this thread reads the answers: the network thread sleeps on
+        # This thread reads the answers: the network thread sleeps on.
+        quiet = self._core.quiet_begin()
         try:
             self._check_open()
             if not self._q.empty():
@@ -248,8 +248,7 @@ class PullSubscription:
                     continue
             raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
         finally:
-            if conn is not None and conn.inline:
-                conn.quiet_end()
+            self._core.quiet_end(quiet)
             self._lock.release()
 
     def _check_open(self) -> None:
@@ -294,7 +293,7 @@ class PullSubscription:
             else:
                 end = time.monotonic() + wait
                 while True:
-                    read = self._nc._read_here(wait, q.qsize)
+                    read = self._core.read_here(wait, q.qsize)
                     if read:
                         msg = q.get_nowait()
                         break
@@ -315,7 +314,7 @@ class PullSubscription:
         return msg
 
     def _send(self, body: bytes, reply: str) -> None:
-        self._nc._send_request(self._next_subject, body, reply, None)
+        self._core.send_request(self._next_subject, body, reply, None)
 
     def _pin_lost(self, prio: Optional[PullPriority], sent: Optional[str]) -> PinLost:
         assert prio is not None
@@ -325,14 +324,14 @@ class PullSubscription:
     def _no_wait_one(self, deadline: Deadline, prio: Optional[PullPriority]) -> List[Msg]:
         """fetch(1)'s first step: a no_wait pull on the subscription's wildcard inbox."""
         if self._one_sub is None:
-            self._one_sub = self._nc._subscribe(
+            self._one_sub = self._core.subscribe(
                 self._one_prefix + "*", None, None, None, _BIG, _BIG, hook=self._on_msg
             )
         reply = self._one_prefix + str(next(self._one_ids))
         pin = None
         if prio is None:
             head, tail, n = self._one_pull
-            self._nc._send_frame(head + reply.encode() + tail, n)
+            self._core.send_frame(head + reply.encode() + tail, n)
         else:
             pin = self._pins.for_pull(prio)
             self._send(pull_request_body(1, no_wait=True, priority=prio, pin_id=pin), reply)
@@ -365,9 +364,9 @@ class PullSubscription:
     ) -> List[Msg]:
         """One pull of up to ``batch``: a no_wait pull first when ``no_wait_first``, and a
         long pull on the same inbox when that finds nothing and ``long_pull`` allows."""
-        nc = self._nc
-        inbox = nc.new_inbox()
-        sub = nc._subscribe(inbox, None, None, None, _BIG, _BIG, hook=self._on_msg)
+        core = self._core
+        inbox = self._nc.new_inbox()
+        sub = core.subscribe(inbox, None, None, None, _BIG, _BIG, hook=self._on_msg)
         msgs: List[Msg] = []
         finished = False  # the server will send nothing more to this inbox
         auto_unsub = False
@@ -434,11 +433,11 @@ class PullSubscription:
             if len(msgs) >= batch:
                 finished = True
             if finished and auto_unsub and len(msgs) >= batch:
-                nc._forget_sub(sub)  # the server dropped the inbox at its UNSUB count
+                core.forget(sub)  # the server dropped the inbox at its UNSUB count
             elif finished:
-                nc._unsubscribe(sub)
+                core.unsubscribe(sub)
             else:
-                nc._retire_sub(sub)  # the pull may still deliver: keep what comes
+                core.retire(sub)  # the pull may still deliver: keep what comes
         if not msgs:
             raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
         return msgs
@@ -457,7 +456,7 @@ class PullSubscription:
         """A waiting pull. UNSUB after ``unsub_after`` messages leaves no interest behind
         once it is served, but heartbeats would count too: with them, fetch unsubscribes."""
         if hb is None:
-            self._nc._auto_unsubscribe(sub, unsub_after)
+            self._core.auto_unsubscribe(sub, unsub_after)
         body = pull_request_body(
             batch,
             expires=pull_expires(deadline.remaining()),
@@ -500,7 +499,7 @@ class PullSubscription:
         try:
             self._closed = True
             if self._one_sub is not None and not self._nc.is_closed:
-                self._nc._unsubscribe(self._one_sub)
+                self._core.unsubscribe(self._one_sub)
             if drain_timeout is not None and self._nc.is_connected:
                 self._nc.flush(drain_timeout)
             if (self._owned or delete_consumer) and not self._nc.is_closed:
@@ -511,7 +510,7 @@ class PullSubscription:
                 except errors.NATSError as exc:
                     if drain_timeout is None:
                         raise
-                    self._nc._report(exc)
+                    self._core.report(exc)
         finally:
             if got:
                 self._lock.release()

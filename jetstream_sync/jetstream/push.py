@@ -24,12 +24,20 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from .. import errors
 from .._protocol import check_publish_subject
+from .._seam import (
+    ack_state,
+    dispatcher,
+    end_error,
+    has_callback,
+    raw_headers,
+    set_ack_state,
+)
 from .._timeouts import check_timeout
 from ..msg import Msg
 from ..subscription import Subscription
 from . import api
 from ._binding import check_filter_matches, config_differences
-from .ack import ACK_NONE, sequences
+from .ack import ACK_NONE, ACK_OPEN, sequences
 from .status import check_alarm, status_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,6 +72,7 @@ class JetStreamSubscription:
     ) -> None:
         self._js = js
         self._nc = js._nc
+        self._core = js._core
         self.stream = stream
         self.consumer = consumer
         self._created = created
@@ -90,7 +99,7 @@ class JetStreamSubscription:
         pending_bytes_limit: int,
     ) -> None:
         """Subscribe on ``subject``; this object's hooks see the first message already."""
-        self._sub = self._nc._subscribe(
+        self._sub = self._core.subscribe(
             subject,
             queue,
             cb,
@@ -101,7 +110,7 @@ class JetStreamSubscription:
             on_take=self._on_take,
         )
         if self._heartbeat:
-            self._nc._call_later(self._heartbeat, self._watchdog)
+            self._core.call_later(self._heartbeat, self._watchdog)
 
     def __repr__(self) -> str:
         return f"<JetStreamSubscription {self._where}>"
@@ -116,14 +125,14 @@ class JetStreamSubscription:
     def _on_arrival(self, msg: Msg) -> bool:
         """Network thread: True for what the user must not see (handled here)."""
         self._seen = True  # for the watchdog: a flag is cheaper than a clock per message
-        if msg._hdr is None or msg.status is None:
+        if raw_headers(msg) is None or msg.status is None:
             if self._ack_none:
-                msg._ack = ACK_NONE
+                set_ack_state(msg, ACK_NONE)
             if self._check_gaps and msg.reply:
                 # Sequences are checked once per read, not per message: see _check_arrivals.
                 arrived = self._arrived
                 if not arrived:
-                    self._nc._after_read.append(self._check_arrivals)
+                    self._core.after_read(self._check_arrivals)
                 arrived.append(msg)
             return False
         if msg.status == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
@@ -171,7 +180,7 @@ class JetStreamSubscription:
 
     def _gap(self, seen: int) -> None:
         """Report a consumer sequence that is not the next one (ADR-15 gap awareness)."""
-        self._nc._report(
+        self._core.report(
             errors.ConsumerSequenceMismatchError(
                 f"{self._where}: consumer sequence gap: expected "
                 f"{self._consumer_seq + 1}, got {seen}"
@@ -181,7 +190,7 @@ class JetStreamSubscription:
     def _answer_flow_control(self, subject: str) -> None:
         if subject != self._answered_fc:
             self._answered_fc = subject
-            self._nc._publish_trusted(subject, b"")
+            self._core.publish_trusted(subject, b"")
 
     def _watchdog(self) -> None:
         """Timer thread: heartbeat_alarm intervals without anything is an alarm (once per
@@ -192,7 +201,7 @@ class JetStreamSubscription:
         if silent >= self._heartbeat * self._alarm:
             if not self._alarmed:
                 self._alarmed = True
-                self._nc._report(
+                self._core.report(
                     errors.NoHeartbeatError(
                         f"{self._where}: nothing for {silent:.1f} s (idle heartbeat "
                         f"{self._heartbeat} s)"
@@ -200,7 +209,7 @@ class JetStreamSubscription:
                 )
         else:
             self._alarmed = False
-        self._nc._call_later(self._heartbeat / 2, self._watchdog)
+        self._core.call_later(self._heartbeat / 2, self._watchdog)
 
     def _silence(self) -> float:
         """Seconds since the watchdog last saw something arrive (to half an interval)."""
@@ -222,8 +231,8 @@ class JetStreamSubscription:
                 self._answer_flow_control(msg.reply)
             return True
         err = status_error(msg, self._where)
-        if self._sub._cb is not None:
-            self._nc._report(err)
+        if has_callback(self._sub):
+            self._core.report(err)
             return True
         raise err
 
@@ -270,7 +279,7 @@ class JetStreamSubscription:
         of its own); messages nobody took (next_msg) are given up, as unsubscribe does."""
         if not self._created:
             return
-        worker = self._sub._dispatcher
+        worker = dispatcher(self._sub)
         if worker is None or worker is threading.current_thread():
             self._delete_if_ours(report=True)
             return
@@ -295,7 +304,7 @@ class JetStreamSubscription:
         except errors.NATSError as exc:
             if not report:
                 raise
-            self._nc._report(exc)
+            self._core.report(exc)
 
     def _others_bound(self) -> bool:
         """Whether other queue members still listen. The server updates push_bound a little
@@ -526,7 +535,7 @@ def _subscribe(
     except errors.ConsumerAlreadyExistsError:
         # 6. Made meanwhile by someone else: check it, and move to its deliver subject.
         jsub._closed = True
-        nc._unsubscribe(jsub._sub)
+        js._core.unsubscribe(jsub._sub)
         if durable is None:
             raise
         info = js.consumer_info(stream, durable)
@@ -546,7 +555,7 @@ def _subscribe(
         )
     except BaseException:
         jsub._closed = True
-        nc._unsubscribe(jsub._sub)
+        js._core.unsubscribe(jsub._sub)
         raise
     jsub._named(info.name)
     return jsub
@@ -591,7 +600,7 @@ def _wrap_cb(
 
     def acking(msg: Msg) -> None:
         cb(msg)
-        if msg._ack == 0:  # not acked by the callback, and acks are on (ack.ACK_OPEN)
+        if ack_state(msg) == ACK_OPEN:  # not acked by the callback, and acks are on
             msg.ack()
 
     return acking
@@ -697,8 +706,8 @@ class OrderedPushSubscription(JetStreamSubscription):
         # after that (a rebuild thread retrying against a closed client would loop for ever).
         self._ending = threading.Event()
         self.resets = 0
-        self._nc._add_reconnect_hook(self._on_reconnect)
-        self._nc._add_close_hook(self._ending.set)
+        self._core.add_reconnect_hook(self._on_reconnect)
+        self._core.add_close_hook(self._ending.set)
 
     def _on_arrival(self, msg: Msg) -> bool:
         return self._arrive(self._first_inbox, msg, forward=False)
@@ -708,7 +717,7 @@ class OrderedPushSubscription(JetStreamSubscription):
         if inbox != self._inbox or self._closed:
             return True  # a stale link's delivery: the new link sends it again
         self._seen = True
-        if msg._hdr is None or msg.status is None:
+        if raw_headers(msg) is None or msg.status is None:
             seqs = sequences(msg.reply)
             if seqs is None:
                 return True
@@ -716,7 +725,7 @@ class OrderedPushSubscription(JetStreamSubscription):
                 self._break("a gap in the consumer sequence")
                 return True
             self._consumer_seq, self._stream_seq = seqs
-            msg._ack = ACK_NONE
+            set_ack_state(msg, ACK_NONE)
         elif msg.status == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
             stalled = msg.headers.get("Nats-Consumer-Stalled")
             if stalled:
@@ -729,7 +738,7 @@ class OrderedPushSubscription(JetStreamSubscription):
             self._break(f"status {msg.status} {msg.description}")
             return True
         if forward:
-            self._sub._deliver(msg)
+            self._core.deliver(self._sub, msg)
             return True
         return False
 
@@ -742,7 +751,7 @@ class OrderedPushSubscription(JetStreamSubscription):
         if self._silence() >= self._heartbeat * self._alarm:
             self._last_seen = time.monotonic()
             self._break("missed heartbeats")
-        self._nc._call_later(self._heartbeat / 2, self._watchdog)
+        self._core.call_later(self._heartbeat / 2, self._watchdog)
 
     def _break(self, why: str) -> None:
         """Any thread: rebuild the chain on a thread of its own (API calls block)."""
@@ -767,21 +776,21 @@ class OrderedPushSubscription(JetStreamSubscription):
                 except errors.NATSError as exc:
                     if ending.is_set() or self._nc.is_closed:
                         return  # the close (or unsubscribe) is why it failed
-                    self._nc._report(exc)
+                    self._core.report(exc)
                 # A restarting server: try again shortly; an end wakes this wait.
                 ending.wait(delay)
                 delay = min(delay * 2, 2.0)
 
     def _make_link(self) -> None:
         self.resets += 1
-        nc = self._nc
+        core = self._core
         old_name, old_link = self.consumer, self._link_sub
-        inbox = nc.new_inbox()
+        inbox = self._nc.new_inbox()
 
         def hook(msg: Msg) -> bool:
             return self._arrive(inbox, msg, forward=True)
 
-        link = nc._subscribe(inbox, None, None, None, _LIMIT_MSGS, _LIMIT_BYTES, hook=hook)
+        link = core.subscribe(inbox, None, None, None, _LIMIT_MSGS, _LIMIT_BYTES, hook=hook)
         cfg = dataclasses.replace(self._template, deliver_subject=inbox)
         if self._stream_seq:
             cfg = dataclasses.replace(
@@ -798,22 +807,22 @@ class OrderedPushSubscription(JetStreamSubscription):
         except BaseException:
             self._inbox = ""
             self._resetting = True
-            nc._unsubscribe(link)
+            core.unsubscribe(link)
             raise
         self._link_sub = link
         self._named(info.name)
         if old_link is not None:
-            nc._unsubscribe(old_link)
-        elif not self._sub._end_error:
-            nc._drop_interest(self._sub)  # the first inbox: its queue is the user's
+            core.unsubscribe(old_link)
+        elif not end_error(self._sub):
+            core.drop_interest(self._sub)  # the first inbox: its queue is the user's
         if old_name:
             self._js._delete_consumer_nowait(self.stream, old_name)
 
     def _let_go(self) -> None:
         """No more rebuilds, and the client keeps no hook of ours."""
         self._ending.set()
-        self._nc._remove_reconnect_hook(self._on_reconnect)
-        self._nc._remove_close_hook(self._ending.set)
+        self._core.remove_reconnect_hook(self._on_reconnect)
+        self._core.remove_close_hook(self._ending.set)
 
     def unsubscribe(self) -> None:
         if self._closed:
@@ -822,7 +831,7 @@ class OrderedPushSubscription(JetStreamSubscription):
         self._let_go()
         with self._reset_lock:  # a rebuild under way ends with its current attempt
             if self._link_sub is not None:
-                self._nc._unsubscribe(self._link_sub)
+                self._core.unsubscribe(self._link_sub)
             self._sub.unsubscribe()
             self._delete_if_ours(report=False)
 
@@ -868,7 +877,7 @@ def _ordered(
     except BaseException:
         osub._closed = True
         osub._let_go()
-        nc._unsubscribe(osub._sub)
+        js._core.unsubscribe(osub._sub)
         raise
     osub._named(info.name)
     return osub

@@ -13,6 +13,7 @@ import time
 from typing import Any, Optional, Tuple
 
 from .. import errors
+from .._seam import raw_headers
 from ..msg import Msg
 
 __all__ = [
@@ -57,7 +58,7 @@ _409_KINDS: Tuple[Tuple[str, str], ...] = (
 
 def classify(msg: Msg) -> Optional[str]:
     """The kind of status ``msg`` is, or None for a message to hand to the user."""
-    if msg._hdr is None:
+    if raw_headers(msg) is None:
         return None
     code = msg.status
     if code is None:

@@ -76,7 +76,8 @@ def _check_pid() -> None:
 
 
 def _usable(nc: Client) -> bool:
-    return not nc.is_closed and getattr(nc, "_pid", os.getpid()) == os.getpid()
+    # Not made in another process: every caller has run _check_pid, which forgets those.
+    return not nc.is_closed
 
 
 def client(servers: Union[str, Sequence[str]], **options: Any) -> Client:

@@ -164,8 +164,9 @@ def test_a_pull_the_server_dropped_with_its_link_is_not_waited_out(
     oc = js.ordered_consumer(stream, filter_subjects=[f"{prefix}.>"])
     first = oc.name
     lost: List[str] = []
-    send = nc._publish_own_reply
-    send_now = nc._send_request
+    core = js._core  # what JetStream sends through (_seam.py)
+    send = core.publish_own_reply
+    send_now = core.send_request
 
     def lose(real: Any) -> Any:
         def sender(subject: str, data: Any, reply: str, headers: Optional[Any]) -> None:
@@ -177,8 +178,8 @@ def test_a_pull_the_server_dropped_with_its_link_is_not_waited_out(
         return sender
 
     losing = threading.Event()
-    monkeypatch.setattr(nc, "_publish_own_reply", lose(send))
-    monkeypatch.setattr(nc, "_send_request", lose(send_now))
+    monkeypatch.setattr(core, "publish_own_reply", lose(send))
+    monkeypatch.setattr(core, "send_request", lose(send_now))
     with oc.messages(max_messages=10, expires=30) as it:
         got = [int(it.next(timeout=10).data) for _ in range(5)]
         losing.set()  # the first pull (10) was served whole: the next ones are lost

@@ -19,6 +19,8 @@ TIMEOUT = 5.0
 
 
 class FakeClient:
+    """The client (new_inbox) and the parts of its Core (_seam.py) the publisher uses."""
+
     def __init__(self) -> None:
         self.sent: List[Tuple[str, bytes, str]] = []
         self.hook: Optional[Callable[[Msg], bool]] = None
@@ -26,26 +28,26 @@ class FakeClient:
     def new_inbox(self) -> str:
         return "_INBOX.test"
 
-    def _callback(self, fn: Any, *args: Any) -> None:
+    def callback(self, fn: Any, *args: Any) -> None:
         fn(*args)
 
-    def _add_close_hook(self, fn: Callable[[], None]) -> None:
+    def add_close_hook(self, fn: Callable[[], None]) -> None:
         pass
 
-    def _subscribe(self, *args: Any, hook: Callable[[Msg], bool]) -> object:
+    def subscribe(self, *args: Any, hook: Callable[[Msg], bool]) -> object:
         self.hook = hook
         return object()
 
-    def _call_later(self, delay: float, fn: Callable[[], None]) -> None:
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
         pass  # the tests call _expire themselves
 
-    def _publish_own_reply(self, subject: str, data: bytes, reply: str, headers: Any) -> None:
+    def publish_own_reply(self, subject: str, data: bytes, reply: str, headers: Any) -> None:
         self.sent.append((subject, data, reply))
 
 
 def make() -> Tuple[AsyncPublisher, FakeClient]:
     nc = FakeClient()
-    return AsyncPublisher(nc, 100, 1.0, TIMEOUT), nc  # type: ignore[arg-type]
+    return AsyncPublisher(nc, nc, 100, 1.0, TIMEOUT), nc  # type: ignore[arg-type]
 
 
 def ack(nc: FakeClient, reply: str, seq: int) -> None:

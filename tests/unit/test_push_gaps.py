@@ -14,13 +14,16 @@ from jetstream_sync.msg import Msg
 
 
 class FakeClient:
-    """The two seams the arrival hook uses: the after-read list and error reporting."""
+    """The two parts of the Core (_seam.py) the arrival hook uses: after_read and report."""
 
     def __init__(self) -> None:
         self._after_read: List[Any] = []
         self.reported: List[errors.NATSError] = []
 
-    def _report(self, err: errors.NATSError) -> None:
+    def after_read(self, fn: Any) -> None:
+        self._after_read.append(fn)
+
+    def report(self, err: errors.NATSError) -> None:
         self.reported.append(err)
 
     def end_of_read(self) -> None:
@@ -31,7 +34,7 @@ class FakeClient:
 
 def make(queue: str = "") -> tuple[JetStreamSubscription, FakeClient]:
     nc = FakeClient()
-    js: Any = SimpleNamespace(_nc=nc)
+    js: Any = SimpleNamespace(_nc=nc, _core=nc)
     return JetStreamSubscription(js, "S", "C", False, queue or None, False, None), nc
 
 

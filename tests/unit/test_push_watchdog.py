@@ -15,16 +15,16 @@ from jetstream_sync.jetstream.status import check_alarm
 
 
 class FakeClient:
-    """The seams the watchdog uses: the timer queue and error reporting."""
+    """The parts of the Core (_seam.py) the watchdog uses: the timer and error reporting."""
 
     def __init__(self) -> None:
         self.reported: List[errors.NATSError] = []
         self.timers: List[Callable[[], None]] = []
 
-    def _report(self, err: errors.NATSError) -> None:
+    def report(self, err: errors.NATSError) -> None:
         self.reported.append(err)
 
-    def _call_later(self, delay: float, fn: Callable[[], None]) -> None:
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
         self.timers.append(fn)
 
 
@@ -34,7 +34,7 @@ def alarms(nc: FakeClient) -> int:
 
 def watched(alarm: float = HEARTBEAT_ALARM) -> tuple[JetStreamSubscription, FakeClient]:
     nc = FakeClient()
-    js: Any = SimpleNamespace(_nc=nc)
+    js: Any = SimpleNamespace(_nc=nc, _core=nc)
     return JetStreamSubscription(js, "S", "C", False, None, False, 1.0, alarm), nc
 
 
