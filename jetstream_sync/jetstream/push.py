@@ -24,20 +24,13 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from .. import errors
 from .._protocol import check_publish_subject
-from .._seam import (
-    ack_state,
-    dispatcher,
-    end_error,
-    has_callback,
-    raw_headers,
-    set_ack_state,
-)
+from .._seam import dispatcher, end_error, has_callback, raw_headers, set_ack_state
 from .._timeouts import check_timeout
 from ..msg import Msg
 from ..subscription import Subscription
 from . import api
 from ._binding import check_filter_matches, config_differences
-from .ack import ACK_NONE, ACK_OPEN, sequences
+from .ack import ACK_NONE, sequences
 from .status import check_alarm, status_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -600,8 +593,7 @@ def _wrap_cb(
 
     def acking(msg: Msg) -> None:
         cb(msg)
-        if ack_state(msg) == ACK_OPEN:  # not acked by the callback, and acks are on
-            msg.ack()
+        msg.ack()  # does nothing if the callback acked it (or nak'ed, or term'ed) already
 
     return acking
 
