@@ -9,8 +9,9 @@ and is everything JetStream and Spark use of the core besides the public API
 ``Subscription``. Nothing under ``jetstream/`` or ``spark/`` touches a private name of the
 client: it asks :func:`core_of` for the client's Core once and keeps it.
 
-The three message-level helpers at the end (:func:`raw_headers` and the ack-state pair)
-are the seam's view of ``Msg`` internals that JetStream's status and ack rules need.
+The helpers at the end (:func:`raw_headers`, :func:`set_ack_state`, and three views of a
+``Subscription``) are the seam's view of the ``Msg`` and ``Subscription`` internals that
+JetStream's status, ack and push rules need.
 
 Hot paths (fetch, acks, publish_async) call these many times a second, so the object
 :func:`core_of` returns holds the implementing rooms' bound methods themselves: going
@@ -214,13 +215,9 @@ def raw_headers(msg: Msg) -> Optional[bytes]:
 
 
 def set_ack_state(msg: Msg, state: int) -> None:
-    """Set the message's ack state (msg.ACK_OPEN / ACK_DONE / ACK_NONE)."""
+    """Set the message's ack state (_jsack.ACK_OPEN / ACK_DONE / ACK_NONE): ACK_NONE on a
+    consumer whose ack policy is none, so that ack calls on it do nothing."""
     msg._ack = state
-
-
-def ack_state(msg: Msg) -> int:
-    """The message's ack state (msg.ACK_OPEN / ACK_DONE / ACK_NONE)."""
-    return msg._ack
 
 
 def has_callback(sub: Subscription) -> bool:

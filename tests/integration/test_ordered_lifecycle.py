@@ -12,6 +12,7 @@ import pytest
 from support import Errors
 
 import jetstream_sync as nats
+from jetstream_sync._seam import core_of
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
@@ -51,14 +52,15 @@ def test_closing_while_an_ordered_push_consumer_rebuilds_leaves_nothing_behind(
         errs = Errors()
         errs_of.append(errs)
         nc = nats.connect(srv.url, error_cb=errs, ping_interval=60)
-        report = nc._report
+        core: Any = core_of(nc)  # what JetStream reports through (the seam)
+        report = core.report
 
         def counting(err: nats.NATSError, nc: Any = nc, report: Any = report) -> None:
             if nc.is_closed:
                 after_close.append(err)
             report(err)
 
-        nc._report = counting  # type: ignore[method-assign]
+        core.report = counting
         js = nc.jetstream(timeout=3.0)
         sub = js.subscribe("orders.*", ordered_consumer=True, idle_heartbeat=0.2)
         assert sub.next_msg(timeout=10).data == b"0"

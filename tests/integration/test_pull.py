@@ -18,6 +18,7 @@ from support import lose_the_create_race
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
+from jetstream_sync._seam import core_of
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name, wait_until
@@ -203,7 +204,7 @@ def test_early_return_leaves_no_pull_interest(js: JetStream, stream: str) -> Non
 
 
 def test_message_in_flight_when_a_fetch_gives_up_is_kept(nc: nats.Client) -> None:
-    """_retire_sub: an UNSUBbed inbox is still routed until the server has seen the UNSUB."""
+    """Core.retire: an UNSUBbed inbox is still routed until the server has seen the UNSUB."""
     got: List[nats.Msg] = []
     inbox = nc.new_inbox()
 
@@ -211,16 +212,17 @@ def test_message_in_flight_when_a_fetch_gives_up_is_kept(nc: nats.Client) -> Non
         got.append(msg)
         return True
 
-    sub = nc._subscribe(inbox, None, None, None, 100, 1 << 20, hook=hook)
+    core = core_of(nc)
+    sub = core.subscribe(inbox, None, None, None, 100, 1 << 20, hook=hook)
     nc.flush()
     with nats.connect(nc.connected_url or "") as other:
-        with nc._read_lock:  # the message waits in the socket while we unsubscribe
+        with nc._link.read_lock:  # the message waits in the socket while we unsubscribe
             other.publish(inbox, b"in flight")
             other.flush()
-            nc._retire_sub(sub)
+            core.retire(sub)
         wait_until(lambda: got, what="the in-flight message")
     assert [m.data for m in got] == [b"in flight"]
-    wait_until(lambda: sub.sid not in nc._subs, what="the sid forgotten after the PONG")
+    wait_until(lambda: sub.sid not in nc._table.subs, what="the sid forgotten after the PONG")
 
 
 def test_messages_arriving_after_a_fetch_returned_go_to_the_next(

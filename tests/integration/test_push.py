@@ -12,6 +12,7 @@ from support import Errors, lose_the_create_race, our_ops
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
+from jetstream_sync._seam import core_of
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import drop_inbound, wait_until
@@ -568,7 +569,7 @@ def test_a_restarted_push_durable_binds_with_the_config_it_always_had(
     fill(js, stream, 2, "a")
     first.next_msg(timeout=5).ack_sync()
     # A process that stops without unsubscribing: the durable stays and is no longer bound.
-    js.nc._unsubscribe(first._sub)
+    core_of(js.nc).unsubscribe(first._sub)
     wait_until(lambda: not js.consumer_info(stream, "again").push_bound, 10, "unbound")
     # The server added _nats.* metadata and left out False/0: the same config binds again.
     second = js.subscribe(subj(stream, "*"), durable="again", config=cfg, manual_ack=True)
