@@ -3,11 +3,11 @@
 
 * ``_dial.py``: opening a connection (socket, TLS, CONNECT, the first PING/PONG).
 * ``_servers.py``: the server pool and the reconnect policy (which server next, when).
-* ``_reader.py``: the **network thread**'s read loop, and the same reading done by a caller
-  waiting for its own answer (request, flush, fetch), so that it needs no thread wake-up.
-  Messages are routed to their subscription's queue; PING, PONG, INFO and -ERR come back
-  here (``_on_control``). The network thread never runs user code and handles every
-  disconnect: it runs the reconnect loop.
+* ``_network.py``: the **network thread**: it reads until the socket dies, then runs the
+  reconnect loop; PING, PONG, INFO and -ERR are handled there (``Network.on_control``). It
+  never runs user code.
+* ``_reader.py``: the read loop and routing, and the same reading done by a caller waiting
+  for its own answer (request, flush, fetch), so that the answer needs no thread wake-up.
 * ``_outbox.py``: the write buffer, every frame that goes into it, and the **flusher**
   thread that writes it; every write is non-blocking and has a deadline (write_timeout).
 * ``_subs.py``: the subscription table; ``_requests.py``: the request mux.
