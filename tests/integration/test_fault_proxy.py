@@ -240,7 +240,9 @@ _CTRL_C = r"""
 import select, sys
 import jetstream_sync as nats
 
-with nats.connect(sys.argv[1], name="ctrl-c") as nc:
+# Only Ctrl-C may end the request: no stale-write or ping verdict first, however slow the
+# machine is between the stall and the signal.
+with nats.connect(sys.argv[1], name="ctrl-c", write_timeout=600, ping_interval=600) as nc:
     print("connected", flush=True)
     sys.stdin.readline()  # the proxy is half-dead from here on
     for _ in range(200):
