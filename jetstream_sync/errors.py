@@ -59,6 +59,20 @@ message names the problem (the subject, the limit, the server's words) and never
             ├── PriorityGroupError                    10159-10162, 10178, 10196, 10197 (ADR-42)
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
+Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
+
+    JetStreamError
+    └── ObjectStoreError                              anything Object Store
+        ├── InvalidBucketNameError (also InvalidArgumentError)  not 1+ of A-Z a-z 0-9 _ -
+        ├── InvalidObjectNameError (also InvalidArgumentError)  empty, or not a str
+        ├── BucketNotFoundError                       no stream OBJ_<bucket>
+        ├── ObjectNotFoundError                       no such object, or it is deleted
+        │   └── ObjectDeletedError                    update_meta of a deleted or missing object
+        ├── ObjectAlreadyExistsError                  a rename or link onto a live object
+        ├── BadObjectMetaError                        stored object info that cannot be read
+        ├── LinkIsABucketError                        get of a link to a whole bucket
+        └── DigestMismatchError                       the data read is not what the info says
+
 Lower-layer failures (``OSError``, ``ssl.SSLError``, ``socket.timeout``) are translated into
 this tree in one place, :func:`map_os_error`.
 """
@@ -73,11 +87,13 @@ from typing import Optional
 __all__ = [
     "APIError",
     "AuthorizationError",
+    "BadObjectMetaError",
     "BadPullRequestError",
     "BadRequestError",
     "BadSubjectError",
     "BadSubscriptionError",
     "BadTimeoutError",
+    "BucketNotFoundError",
     "CallbackError",
     "ClientForkedError",
     "ConnectionClosedError",
@@ -89,11 +105,15 @@ __all__ = [
     "ConsumerLeadershipChangedError",
     "ConsumerNotFoundError",
     "ConsumerSequenceMismatchError",
+    "DigestMismatchError",
     "InvalidArgumentError",
+    "InvalidBucketNameError",
+    "InvalidObjectNameError",
     "JetStreamError",
     "JetStreamNotEnabledAPIError",
     "JetStreamNotEnabledError",
     "LameDuckModeError",
+    "LinkIsABucketError",
     "MaxPayloadError",
     "MessageTooLargeError",
     "MessagesLostError",
@@ -105,6 +125,11 @@ __all__ = [
     "NoServersError",
     "NoStreamResponseError",
     "NotJSMessageError",
+    "ObjectAlreadyExists",
+    "ObjectAlreadyExistsError",
+    "ObjectDeletedError",
+    "ObjectNotFoundError",
+    "ObjectStoreError",
     "OutboundBufferLimitError",
     "PermissionsError",
     "PinIdMismatchError",
@@ -465,6 +490,52 @@ def api_error(code: int, err_code: int, description: str, subject: str = "") -> 
 
 class JetStreamNotEnabledAPIError(APIError, JetStreamNotEnabledError):
     """10039 / 10076: the API answered that JetStream is not enabled."""
+
+
+# --- Object Store ------------------------------------------------------------------------
+
+
+class ObjectStoreError(JetStreamError):
+    """Root of every Object Store error."""
+
+
+class InvalidBucketNameError(ObjectStoreError, InvalidArgumentError):
+    """A bucket name is not one or more of ``A-Z a-z 0-9 _ -``."""
+
+
+class InvalidObjectNameError(ObjectStoreError, InvalidArgumentError):
+    """An object name is empty or not a str."""
+
+
+class BucketNotFoundError(ObjectStoreError):
+    """The bucket does not exist (there is no stream ``OBJ_<bucket>``)."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """The bucket has no object of that name, or the object is deleted."""
+
+
+class ObjectDeletedError(ObjectNotFoundError):
+    """update_meta of an object that is deleted or does not exist."""
+
+
+class ObjectAlreadyExistsError(ObjectStoreError):
+    """A rename or a link would replace an object that exists and is not deleted."""
+
+
+ObjectAlreadyExists = ObjectAlreadyExistsError  # nats-py's name
+
+
+class BadObjectMetaError(ObjectStoreError):
+    """An object's stored info is not valid JSON, or lacks what an object needs."""
+
+
+class LinkIsABucketError(ObjectStoreError):
+    """get() of a link to a whole bucket: there is no one object to read."""
+
+
+class DigestMismatchError(ObjectStoreError):
+    """The data read does not match the object's size or SHA-256 digest."""
 
 
 def map_os_error(exc: BaseException, *, where: str) -> NATSError:

@@ -56,6 +56,12 @@ EXPECTED = {
         "'malformed' from ORDERS seq 2, terminated after 1 deliveries 'cannot parse'",
         "'poison' from ORDERS seq 4, max_deliveries after 3 deliveries",
     ],
+    "object_store.py": [
+        "get file  -> same bytes: True",
+        "watch     -> then: news.txt",
+        "link      -> hello, objects",
+        "ObjectNotFoundError: object 'news.txt' in bucket 'ASSETS' is deleted",
+    ],
 }
 
 

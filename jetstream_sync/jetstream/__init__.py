@@ -31,6 +31,17 @@ from .api import (
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
 from .deadletter import DeadLetter, DeadLetters
+from .object_store import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectResult,
+    ObjectStore,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+    ObjectWatcher,
+)
 from .ordered import OrderedConsumer
 from .pull import PullSubscription
 from .push import JetStreamSubscription
@@ -54,6 +65,15 @@ __all__ = [
     "MessagesContext",
     "MsgMetadata",
     "MsgTerminatedAdvisory",
+    "ObjectInfo",
+    "ObjectLink",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectResult",
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreStatus",
+    "ObjectWatcher",
     "OrderedConsumer",
     "PriorityPolicy",
     "PubAck",

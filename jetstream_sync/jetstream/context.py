@@ -23,6 +23,7 @@ from .advisories import AdvisoryWatching
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
 from .manager import JetStreamManager
+from .object_store import ObjectStoreFactory
 from .ordered import OrderedConsumerFactory
 from .publish import AsyncPublisher, Publisher
 from .pull import PullSubscriber
@@ -45,6 +46,7 @@ class JetStream(
     OrderedConsumerFactory,
     AdvisoryWatching,
     DeadLetterHelper,
+    ObjectStoreFactory,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 

@@ -15,6 +15,7 @@
 import { createInterface } from "node:readline";
 import { connect, headers } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { Objm } from "@nats-io/obj";
 
 const url = process.argv[2];
 if (!url) {
@@ -185,6 +186,56 @@ const ops = {
     await nc.drain();
     setImmediate(() => process.exit(0));
     return {};
+  },
+
+  // --- Object Store (@nats-io/obj) ------------------------------------------------------------
+  // Infos travel as nats.js has them: the JSON the bucket stores (its .info), or null.
+
+  async obj_put({ bucket, name, data, chunk_size, description, headers: hdrs }) {
+    const os = await new Objm(js).create(bucket);
+    const meta = { name, description };
+    if (chunk_size) meta.options = { max_chunk_size: chunk_size };
+    if (hdrs) {
+      meta.headers = headers();
+      for (const [k, values] of Object.entries(hdrs)) {
+        for (const v of values) meta.headers.append(k, v);
+      }
+    }
+    const oi = await os.putBlob(meta, Buffer.from(data ?? "", "base64"));
+    return { info: oi.info };
+  },
+
+  // The object's bytes as nats.js reads them (it checks the digest), or found: false.
+  async obj_get({ bucket, name }) {
+    const os = await new Objm(js).open(bucket);
+    const data = await os.getBlob(name);
+    if (data === null) return { found: false };
+    const oi = await os.info(name);
+    return { found: true, data: Buffer.from(data).toString("base64"), info: oi?.info ?? null };
+  },
+
+  async obj_info({ bucket, name }) {
+    const oi = await (await new Objm(js).open(bucket)).info(name);
+    return { info: oi?.info ?? null };
+  },
+
+  async obj_list({ bucket }) {
+    const infos = await (await new Objm(js).open(bucket)).list();
+    return { names: infos.map((i) => i.name) };
+  },
+
+  async obj_delete({ bucket, name }) {
+    await (await new Objm(js).open(bucket)).delete(name);
+    return {};
+  },
+
+  // A link named name in bucket, to the object target of target_bucket.
+  async obj_link({ bucket, name, target_bucket, target }) {
+    const objm = new Objm(js);
+    const dest = await (await objm.open(target_bucket)).info(target);
+    if (dest === null) throw new Error(`no object ${target} in ${target_bucket}`);
+    const oi = await (await objm.open(bucket)).link(name, dest);
+    return { info: oi?.info ?? null };
   },
 };
 

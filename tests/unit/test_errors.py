@@ -77,6 +77,8 @@ def test_only_documented_classes_are_value_errors() -> None:
         "BadSubjectError",
         "BadTimeoutError",
         "MaxPayloadError",
+        "InvalidBucketNameError",
+        "InvalidObjectNameError",
     }
 
 
