@@ -99,6 +99,20 @@ from .jetstream import (
     StreamConfig,
     StreamInfo,
 )
+from .jetstream.kv import (
+    BadBucketError,
+    BucketNotFoundError,
+    InvalidBucketNameError,
+    InvalidKeyError,
+    KeyDeletedError,
+    KeyHistoryTooLargeError,
+    KeyNotFoundError,
+    KeyValue,
+    KeyValueConfig,
+    KeyValueError,
+    KeyWrongLastSequenceError,
+    NoKeysError,
+)
 from .msg import Headers, Msg
 from .subscription import Subscription
 
@@ -193,4 +207,20 @@ __all__ = [
     "TimeoutError",
     "__version__",
     "connect",
+]
+
+# Key-Value
+__all__ += [
+    "BadBucketError",
+    "BucketNotFoundError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyHistoryTooLargeError",
+    "KeyNotFoundError",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueError",
+    "KeyWrongLastSequenceError",
+    "NoKeysError",
 ]

@@ -43,6 +43,16 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── ConsumerLeadershipChangedError        409 Leadership Change, Server Shutdown
         │   ├── PinIdMismatchError                    423 (another client holds the pin)
         │   └── BadPullRequestError                   400 Bad Request
+        ├── KeyValueError                             anything Key-Value (js.key_value())
+        │   ├── BucketNotFoundError (also StreamNotFoundError)  no bucket of that name
+        │   ├── BadBucketError                        the stream KV_<bucket> is not a bucket
+        │   ├── KeyNotFoundError                      no value for the key
+        │   │   └── KeyDeletedError                   its latest entry is a delete/purge marker
+        │   ├── KeyWrongLastSequenceError (also StreamWrongLastSequenceError)  lost a CAS race
+        │   ├── NoKeysError                           keys() / history() found nothing
+        │   ├── KeyHistoryTooLargeError (also InvalidArgumentError)  history above 64
+        │   ├── InvalidKeyError (also InvalidArgumentError)          a key KV cannot store
+        │   └── InvalidBucketNameError (also InvalidArgumentError)   not [a-zA-Z0-9_-]+
         └── APIError(code, err_code, description)     the server's API error, by err_code:
             ├── StreamNotFoundError                   10059
             ├── StreamNameAlreadyInUseError           10058
@@ -68,7 +78,7 @@ from __future__ import annotations
 import builtins
 import socket
 import ssl
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = [
     "APIError",
@@ -465,6 +475,71 @@ def api_error(code: int, err_code: int, description: str, subject: str = "") -> 
 
 class JetStreamNotEnabledAPIError(APIError, JetStreamNotEnabledError):
     """10039 / 10076: the API answered that JetStream is not enabled."""
+
+
+# --- Key-Value ---------------------------------------------------------------------------
+
+__all__ += [
+    "BadBucketError",
+    "BucketNotFoundError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyHistoryTooLargeError",
+    "KeyNotFoundError",
+    "KeyValueError",
+    "KeyWrongLastSequenceError",
+    "NoKeysError",
+]
+
+
+class KeyValueError(JetStreamError):
+    """Root of the Key-Value store's errors (``jetstream/kv.py``)."""
+
+
+class BucketNotFoundError(KeyValueError, StreamNotFoundError):
+    """No bucket of that name: its stream ``KV_<bucket>`` does not exist (10059)."""
+
+
+class BadBucketError(KeyValueError):
+    """The stream ``KV_<bucket>`` exists but is not a Key-Value bucket."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value: never written, expired, purged, or (``get(key, revision=)``)
+    that revision belongs to another key. ``entry`` and ``op`` are set by KeyDeletedError."""
+
+    def __init__(self, message: str, *, entry: Any = None, op: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.entry = entry  # a kv.Entry (this module cannot name jetstream/ types)
+        self.op = op
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a marker: ``op`` is ``"DEL"`` (delete) or ``"PURGE"``, and
+    ``entry`` the marker itself (its ``revision`` is what ``update(last=)`` expects)."""
+
+
+class KeyWrongLastSequenceError(KeyValueError, StreamWrongLastSequenceError):
+    """create / update / delete(last=) found another revision than the one it expected:
+    another writer was first (err_code 10071, or 10164)."""
+
+
+class NoKeysError(KeyValueError):
+    """keys() or history() found no key."""
+
+
+class KeyHistoryTooLargeError(KeyValueError, InvalidArgumentError):
+    """A bucket's history above 64 values per key."""
+
+
+class InvalidKeyError(KeyValueError, InvalidArgumentError):
+    """A key KV cannot store: empty, a leading or trailing dot, an empty token, or a
+    character outside ``-/_=.a-zA-Z0-9`` (and, except in watch and keys patterns, ``*``/``>``)."""
+
+
+class InvalidBucketNameError(KeyValueError, InvalidArgumentError):
+    """A bucket name outside ``[a-zA-Z0-9_-]+``."""
 
 
 def map_os_error(exc: BaseException, *, where: str) -> NATSError:

@@ -31,6 +31,7 @@ from .api import (
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
 from .deadletter import DeadLetter, DeadLetters
+from .kv import BucketStatus, Entry, KeyValue, KeyValueConfig, KeyWatcher
 from .ordered import OrderedConsumer
 from .pull import PullSubscription
 from .push import JetStreamSubscription
@@ -68,3 +69,6 @@ __all__ = [
     "StreamConfig",
     "StreamInfo",
 ]
+
+# Key-Value
+__all__ += ["BucketStatus", "Entry", "KeyValue", "KeyValueConfig", "KeyWatcher"]

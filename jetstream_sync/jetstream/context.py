@@ -22,6 +22,7 @@ from ._response import parse_api_response
 from .advisories import AdvisoryWatching
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
+from .kv import KeyValueFactory
 from .manager import JetStreamManager
 from .ordered import OrderedConsumerFactory
 from .publish import AsyncPublisher, Publisher
@@ -45,6 +46,7 @@ class JetStream(
     OrderedConsumerFactory,
     AdvisoryWatching,
     DeadLetterHelper,
+    KeyValueFactory,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 

@@ -77,6 +77,9 @@ def test_only_documented_classes_are_value_errors() -> None:
         "BadSubjectError",
         "BadTimeoutError",
         "MaxPayloadError",
+        "KeyHistoryTooLargeError",
+        "InvalidKeyError",
+        "InvalidBucketNameError",
     }
 
 
