@@ -749,6 +749,22 @@ def test_watch_when_the_initial_values_vanish(
     assert len(made) == 2
 
 
+def test_watch_survives_a_server_restart(server_factory: Callable[..., NATSServer]) -> None:
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, reconnect_time_wait=0.1, max_reconnect_attempts=-1) as nc:
+        js = nc.jetstream(timeout=15)
+        kv = js.create_key_value(bucket="RESTART", history=3)  # file storage: it stays
+        kv.put("a", b"1")
+        with kv.watchall() as w:
+            assert [e.key if e else None for e in drain(w)] == ["a", None]
+            srv.restart()
+            kv.put("b", b"2")
+            e = w.updates(30)
+            assert e is not None and (e.key, e.revision) == ("b", 2)
+            kv.delete("a")
+            assert [(x.key, x.operation) if x else None for x in drain(w)] == [("a", "DEL")]
+
+
 def test_watchers_on_a_missing_bucket(js: JetStream, kv: KeyValue, bucket: str) -> None:
     js.delete_key_value(bucket)
     with pytest.raises(nats.BucketNotFoundError):
