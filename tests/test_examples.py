@@ -56,6 +56,11 @@ EXPECTED = {
         "'malformed' from ORDERS seq 2, terminated after 1 deliveries 'cannot parse'",
         "'poison' from ORDERS seq 4, max_deliveries after 3 deliveries",
     ],
+    "kv.py": [
+        "the second writer lost: db.port is 6432",
+        "history   -> ['db-1.internal', 'DEL', 'db-2.internal']",
+        "'db.port=6432', 'db.host DEL', 'db.host=db-2.internal']",
+    ],
 }
 
 
