@@ -521,6 +521,26 @@ def test_purge_deletes_leaves_values_alone(kv: KeyValue) -> None:
     assert kv.status().values == 4
 
 
+def test_purge_deletes_spares_a_value_written_meanwhile(
+    js: JetStream, kv: KeyValue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key is written again between the listing of the markers and their purge: the new
+    value stays (the purge stops at the marker's revision)."""
+    kv.put("k", b"old")
+    kv.delete("k")
+    real = js.purge_stream
+
+    def write_first(name: str, **kw: Any) -> int:
+        kv.put("k", b"new")  # after purge_deletes saw the marker, before its purge
+        return real(name, **kw)
+
+    monkeypatch.setattr(js, "purge_stream", write_first)
+    kv.purge_deletes(olderthan=0)
+    monkeypatch.undo()
+    assert kv.get("k").value == b"new"
+    assert [e.value for e in kv.history("k")] == [b"new"]
+
+
 # --- ttl ---------------------------------------------------------------------------------------
 
 
