@@ -119,6 +119,18 @@ from .jetstream import (
     StreamConfig,
     StreamInfo,
 )
+from .jetstream.kv import (
+    BadBucketError,
+    InvalidKeyError,
+    KeyDeletedError,
+    KeyHistoryTooLargeError,
+    KeyNotFoundError,
+    KeyValue,
+    KeyValueConfig,
+    KeyValueError,
+    KeyWrongLastSequenceError,
+    NoKeysError,
+)
 from .msg import Headers, Msg
 from .subscription import Subscription
 
@@ -233,4 +245,18 @@ __all__ = [
     "TimeoutError",
     "__version__",
     "connect",
+]
+
+# Key-Value
+__all__ += [
+    "BadBucketError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyHistoryTooLargeError",
+    "KeyNotFoundError",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueError",
+    "KeyWrongLastSequenceError",
+    "NoKeysError",
 ]

@@ -43,6 +43,16 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── ConsumerLeadershipChangedError        409 Leadership Change, Server Shutdown
         │   ├── PinIdMismatchError                    423 (another client holds the pin)
         │   └── BadPullRequestError                   400 Bad Request
+        ├── KeyValueError                             anything Key-Value (js.key_value())
+        │   ├── BucketNotFoundError (also ObjectStoreError, StreamNotFoundError)  no bucket
+        │   ├── BadBucketError                        the stream KV_<bucket> is not a bucket
+        │   ├── KeyNotFoundError                      no value for the key
+        │   │   └── KeyDeletedError                   its latest entry is a delete/purge marker
+        │   ├── KeyWrongLastSequenceError (also StreamWrongLastSequenceError)  lost a CAS race
+        │   ├── NoKeysError                           keys() / history() found nothing
+        │   ├── KeyHistoryTooLargeError (also InvalidArgumentError)  history above 64
+        │   ├── InvalidKeyError (also InvalidArgumentError)          a key KV cannot store
+        │   └── InvalidBucketNameError (also ObjectStoreError, InvalidArgumentError)
         └── APIError(code, err_code, description)     the server's API error, by err_code:
             ├── StreamNotFoundError                   10059
             ├── StreamNameAlreadyInUseError           10058
@@ -63,9 +73,9 @@ Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
 
     JetStreamError
     └── ObjectStoreError                              anything Object Store
-        ├── InvalidBucketNameError (also InvalidArgumentError)  not 1+ of A-Z a-z 0-9 _ -
+        ├── InvalidBucketNameError (Key-Value's too)      not 1+ of A-Z a-z 0-9 _ -
         ├── InvalidObjectNameError (also InvalidArgumentError)  empty, or not a str
-        ├── BucketNotFoundError                       no stream OBJ_<bucket>
+        ├── BucketNotFoundError (Key-Value's too)         no stream OBJ_<bucket>
         ├── ObjectNotFoundError                       no such object, or it is deleted
         │   └── ObjectDeletedError                    update_meta of a deleted or missing object
         ├── ObjectAlreadyExistsError                  a rename or link onto a live object
@@ -82,7 +92,7 @@ from __future__ import annotations
 import builtins
 import socket
 import ssl
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = [
     "APIError",
@@ -492,23 +502,82 @@ class JetStreamNotEnabledAPIError(APIError, JetStreamNotEnabledError):
     """10039 / 10076: the API answered that JetStream is not enabled."""
 
 
-# --- Object Store ------------------------------------------------------------------------
+# --- Key-Value ---------------------------------------------------------------------------
+
+__all__ += [
+    "BadBucketError",
+    "InvalidKeyError",
+    "KeyDeletedError",
+    "KeyHistoryTooLargeError",
+    "KeyNotFoundError",
+    "KeyValueError",
+    "KeyWrongLastSequenceError",
+    "NoKeysError",
+]
+
+
+class KeyValueError(JetStreamError):
+    """Root of the Key-Value store's errors (``jetstream/kv.py``)."""
 
 
 class ObjectStoreError(JetStreamError):
-    """Root of every Object Store error."""
+    """Root of every Object Store error (``jetstream/object_store.py``)."""
 
 
-class InvalidBucketNameError(ObjectStoreError, InvalidArgumentError):
-    """A bucket name is not one or more of ``A-Z a-z 0-9 _ -``."""
+# Shared by Key-Value and the Object Store, as nats-py shares them: a bucket is a stream.
+
+
+class BucketNotFoundError(KeyValueError, ObjectStoreError, StreamNotFoundError):
+    """No bucket of that name: its stream (``KV_<bucket>`` or ``OBJ_<bucket>``) does not
+    exist (10059)."""
+
+
+class InvalidBucketNameError(KeyValueError, ObjectStoreError, InvalidArgumentError):
+    """A bucket name outside ``[a-zA-Z0-9_-]+``."""
+
+
+class BadBucketError(KeyValueError):
+    """The stream ``KV_<bucket>`` exists but is not a Key-Value bucket."""
+
+
+class KeyNotFoundError(KeyValueError):
+    """The key has no value: never written, expired, purged, or (``get(key, revision=)``)
+    that revision belongs to another key. ``entry`` and ``op`` are set by KeyDeletedError."""
+
+    def __init__(self, message: str, *, entry: Any = None, op: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.entry = entry  # a kv.Entry (this module cannot name jetstream/ types)
+        self.op = op
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's latest entry is a marker: ``op`` is ``"DEL"`` (delete) or ``"PURGE"``, and
+    ``entry`` the marker itself (its ``revision`` is what ``update(last=)`` expects)."""
+
+
+class KeyWrongLastSequenceError(KeyValueError, StreamWrongLastSequenceError):
+    """create / update / delete(last=) found another revision than the one it expected:
+    another writer was first (err_code 10071, or 10164)."""
+
+
+class NoKeysError(KeyValueError):
+    """keys() or history() found no key."""
+
+
+class KeyHistoryTooLargeError(KeyValueError, InvalidArgumentError):
+    """A bucket's history above 64 values per key."""
+
+
+class InvalidKeyError(KeyValueError, InvalidArgumentError):
+    """A key KV cannot store: empty, a leading or trailing dot, an empty token, or a
+    character outside ``-/_=.a-zA-Z0-9`` (and, except in watch and keys patterns, ``*``/``>``)."""
+
+
+# --- Object Store ------------------------------------------------------------------------
 
 
 class InvalidObjectNameError(ObjectStoreError, InvalidArgumentError):
     """An object name is empty or not a str."""
-
-
-class BucketNotFoundError(ObjectStoreError):
-    """The bucket does not exist (there is no stream ``OBJ_<bucket>``)."""
 
 
 class ObjectNotFoundError(ObjectStoreError):

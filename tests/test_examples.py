@@ -62,6 +62,11 @@ EXPECTED = {
         "link      -> hello, objects",
         "ObjectNotFoundError: object 'news.txt' in bucket 'ASSETS' is deleted",
     ],
+    "kv.py": [
+        "the second writer lost: db.port is 6432",
+        "history   -> ['db-1.internal', 'DEL', 'db-2.internal']",
+        "'db.port=6432', 'db.host DEL', 'db.host=db-2.internal']",
+    ],
 }
 
 

@@ -31,6 +31,7 @@ from .api import (
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
 from .deadletter import DeadLetter, DeadLetters
+from .kv import BucketStatus, Entry, KeyValue, KeyValueConfig, KeyWatcher
 from .object_store import (
     ObjectInfo,
     ObjectLink,
@@ -88,3 +89,6 @@ __all__ = [
     "StreamConfig",
     "StreamInfo",
 ]
+
+# Key-Value
+__all__ += ["BucketStatus", "Entry", "KeyValue", "KeyValueConfig", "KeyWatcher"]

@@ -22,6 +22,7 @@ from ._response import parse_api_response
 from .advisories import AdvisoryWatching
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
+from .kv import KeyValueFactory
 from .manager import JetStreamManager
 from .object_store import ObjectStoreFactory
 from .ordered import OrderedConsumerFactory
@@ -46,6 +47,7 @@ class JetStream(
     OrderedConsumerFactory,
     AdvisoryWatching,
     DeadLetterHelper,
+    KeyValueFactory,
     ObjectStoreFactory,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""

@@ -528,7 +528,9 @@ class ObjectStore:
             return None
         except errors.StreamNotFoundError as exc:
             raise errors.BucketNotFoundError(
-                f"object store bucket {self._name!r} not found (no stream {self._stream!r})"
+                exc.code,
+                exc.err_code,
+                f"object store bucket {self._name!r} not found (no stream {self._stream!r})",
             ) from exc
 
     def get_info(self, name: str, show_deleted: bool = False) -> ObjectInfo:
@@ -892,7 +894,9 @@ class ObjectStore:
             return self._js.stream_info(self._stream)
         except errors.StreamNotFoundError as exc:
             raise errors.BucketNotFoundError(
-                f"object store bucket {self._name!r} not found (no stream {self._stream!r})"
+                exc.code,
+                exc.err_code,
+                f"object store bucket {self._name!r} not found (no stream {self._stream!r})",
             ) from exc
 
 
@@ -931,7 +935,9 @@ class ObjectWatcher:
         except errors.NoMessageFoundError:
             return False
         except errors.StreamNotFoundError as exc:
-            raise errors.BucketNotFoundError(f"no stream {stream!r} to watch") from exc
+            raise errors.BucketNotFoundError(
+                exc.code, exc.err_code, f"no stream {stream!r} to watch"
+            ) from exc
         return True
 
     def _take(self, timeout: Optional[float]) -> Optional[ObjectInfo]:
@@ -1046,7 +1052,9 @@ class ObjectStoreFactory:
             info = js.stream_info(stream)
         except errors.StreamNotFoundError as exc:
             raise errors.BucketNotFoundError(
-                f"object store bucket {bucket!r} not found (no stream {stream!r})"
+                exc.code,
+                exc.err_code,
+                f"object store bucket {bucket!r} not found (no stream {stream!r})",
             ) from exc
         return ObjectStore(bucket, stream, js, direct=bool(info.config.allow_direct))
 
@@ -1059,5 +1067,7 @@ class ObjectStoreFactory:
             return js.delete_stream(stream)
         except errors.StreamNotFoundError as exc:
             raise errors.BucketNotFoundError(
-                f"object store bucket {bucket!r} not found (no stream {stream!r})"
+                exc.code,
+                exc.err_code,
+                f"object store bucket {bucket!r} not found (no stream {stream!r})",
             ) from exc

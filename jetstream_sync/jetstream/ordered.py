@@ -99,6 +99,13 @@ class OrderedConsumer:
         assert self._consumer is not None
         return self._consumer.name
 
+    @property
+    def info(self) -> api.ConsumerInfo:
+        """The current link's info as last seen: right after ``ordered_consumer()``, the
+        server's answer to its creation (``num_pending``: what it had to deliver then)."""
+        assert self._consumer is not None
+        return self._consumer.info
+
     def _link(self) -> PullConsumer:
         """Make the next consumer of the chain, starting after the last message seen."""
         self._serial += 1

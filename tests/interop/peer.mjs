@@ -16,6 +16,7 @@ import { createInterface } from "node:readline";
 import { connect, headers } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Objm } from "@nats-io/obj";
+import { Kvm } from "@nats-io/kv";
 
 const url = process.argv[2];
 if (!url) {
@@ -237,7 +238,120 @@ const ops = {
     const oi = await (await objm.open(bucket)).link(name, dest);
     return { info: oi?.info ?? null };
   },
+
+  // --- Key-Value (@nats-io/kv): values travel as base64, entries as kvEntry() describes ---
+
+  async kv_create_bucket({ bucket, opts }) {
+    const kv = await kvm.create(bucket, opts ?? {});
+    buckets.set(bucket, kv);
+    return { status: kvStatus(await kv.status()) };
+  },
+
+  async kv_status({ bucket }) {
+    return { status: kvStatus(await (await kvOpen(bucket)).status()) };
+  },
+
+  async kv_put({ bucket, key, data }) {
+    return { revision: await (await kvOpen(bucket)).put(key, Buffer.from(data, "base64")) };
+  },
+
+  async kv_create({ bucket, key, data, ttl }) {
+    const kv = await kvOpen(bucket);
+    return { revision: await kv.create(key, Buffer.from(data, "base64"), ttl) };
+  },
+
+  async kv_update({ bucket, key, data, last }) {
+    const kv = await kvOpen(bucket);
+    return { revision: await kv.update(key, Buffer.from(data, "base64"), last) };
+  },
+
+  async kv_delete({ bucket, key, last }) {
+    const opts = last ? { previousSeq: last } : {};
+    await (await kvOpen(bucket)).delete(key, opts);
+    return {};
+  },
+
+  async kv_purge({ bucket, key }) {
+    await (await kvOpen(bucket)).purge(key);
+    return {};
+  },
+
+  async kv_get({ bucket, key, revision }) {
+    const kv = await kvOpen(bucket);
+    return { entry: kvEntry(await kv.get(key, revision ? { revision } : undefined)) };
+  },
+
+  async kv_history({ bucket, key }) {
+    const entries = [];
+    for await (const e of await (await kvOpen(bucket)).history({ key })) {
+      entries.push(kvEntry(e));
+    }
+    return { entries };
+  },
+
+  async kv_keys({ bucket, filter }) {
+    const keys = [];
+    for await (const k of await (await kvOpen(bucket)).keys(filter)) keys.push(k);
+    return { keys };
+  },
+
+  // A watch reports each entry as an event {"event": "kv", "tag", "entry"} until kv_unwatch.
+  async kv_watch({ bucket, tag, key, include, ignoreDeletes }) {
+    const iter = await (await kvOpen(bucket)).watch({ key, include, ignoreDeletes });
+    const loop = (async () => {
+      for await (const e of iter) emit({ event: "kv", tag, entry: kvEntry(e) });
+    })();
+    watches.set(tag, { iter, loop });
+    return {};
+  },
+
+  async kv_unwatch({ tag }) {
+    const w = watches.get(tag);
+    if (!w) throw new Error(`no watch tagged ${tag}`);
+    watches.delete(tag);
+    w.iter.stop();
+    await w.loop;
+    return {};
+  },
 };
+
+const kvm = new Kvm(js);
+const buckets = new Map(); // bucket name -> KV, opened once
+const watches = new Map(); // tag -> running kv_watch
+
+async function kvOpen(bucket) {
+  let kv = buckets.get(bucket);
+  if (!kv) {
+    kv = await kvm.open(bucket);
+    buckets.set(bucket, kv);
+  }
+  return kv;
+}
+
+function kvEntry(e) {
+  if (!e) return null;
+  return {
+    bucket: e.bucket,
+    key: e.key,
+    value: Buffer.from(e.value).toString("base64"),
+    revision: e.revision,
+    operation: e.operation,
+    delta: e.delta ?? null,
+    created: e.created.toISOString(),
+    is_update: e.isUpdate ?? null,
+  };
+}
+
+function kvStatus(s) {
+  return {
+    bucket: s.bucket,
+    values: s.values,
+    history: s.history,
+    ttl: s.ttl,
+    direct: s.streamInfo.config.allow_direct,
+    stream: s.streamInfo.config.name,
+  };
+}
 
 async function run(cmd) {
   const { id, op, ...params } = cmd;

@@ -79,6 +79,8 @@ def test_only_documented_classes_are_value_errors() -> None:
         "MaxPayloadError",
         "InvalidBucketNameError",
         "InvalidObjectNameError",
+        "KeyHistoryTooLargeError",
+        "InvalidKeyError",
     }
 
 
