@@ -22,6 +22,7 @@ from . import _protocol as proto
 from . import errors
 from ._conn import Conn, Waiter
 from ._link import CONNECTED, Link
+from ._timeouts import SIGNAL_SLICE
 from .msg import Msg
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -199,15 +200,17 @@ class Reader:
             read = self.read_here(left, waiter.ready)
             if read is None:
                 # Another thread is reading (it will wake us) or there is no connection.
-                if lock.acquire(timeout=left if link.conn is None else min(left, 0.005)):
+                wait = min(left, SIGNAL_SLICE) if link.conn is None else min(left, 0.005)
+                if lock.acquire(timeout=wait):
                     return True
             elif read and lock.acquire(False):
                 return True
 
     def read_here(self, timeout: float, ready: Callable[[], int]) -> Optional[int]:
         """Read and route what the socket has in this thread, waiting up to ``timeout`` for
-        it, unless ``ready()`` already holds. This is how a thread waiting for an answer
-        (request, flush, a full publish_async window) gets it without a thread wake-up.
+        it (at most SIGNAL_SLICE: callers loop to their deadline), unless ``ready()``
+        already holds. This is how a thread waiting for an answer (request, flush, a fetch)
+        gets it without a thread wake-up.
 
         None when this thread cannot read: another thread holds the read lock (it will
         route what comes), or there is no connection this thread may read; otherwise
@@ -227,7 +230,8 @@ class Reader:
             poller = select.poll()
             try:
                 poller.register(conn.sock.fileno(), select.POLLIN | select.POLLPRI)
-                err = self._read_once(conn) if poller.poll(timeout * 1000.0) else None
+                waited = min(timeout, SIGNAL_SLICE) * 1000.0
+                err = self._read_once(conn) if poller.poll(waited) else None
             except (OSError, ValueError) as exc:
                 err = errors.map_os_error(exc, where=f"connection to {conn.server.url}")
             if err is not None:

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from . import errors
-from ._timeouts import Deadline, check_timeout
+from ._timeouts import SIGNAL_SLICE, Deadline, check_timeout
 from .msg import Msg
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,8 +140,14 @@ class Subscription:
     def _take(self, timeout: Optional[float]) -> Msg:
         on_take = self._on_take
         end = None if timeout is None or on_take is None else time.monotonic() + timeout
+        q = self._q
         while True:
-            item = self._q.get(timeout=timeout) if timeout != 0 else self._q.get_nowait()
+            try:
+                item = q.get_nowait()
+            except queue.Empty:
+                if timeout == 0:
+                    raise
+                item = self._wait_item(timeout)
             if item is _END:
                 self._q.put(_END)
                 self._done.set()
@@ -155,6 +161,28 @@ class Subscription:
                 return msg
             if end is not None:  # consumed by the take hook: wait for the next, in time left
                 timeout = max(0.0, end - time.monotonic())
+
+    def _wait_item(self, timeout: Optional[float]) -> Any:
+        """The next item within ``timeout`` (None: however long it takes), waited for in
+        slices: the main thread must come back to Python now and then, or a Ctrl-C the
+        kernel handed to another thread would go unseen until the wait ends (see
+        _timeouts.SIGNAL_SLICE). queue.Empty when none came in time."""
+        q = self._q
+        if timeout is None:
+            while True:
+                try:
+                    return q.get(timeout=SIGNAL_SLICE)
+                except queue.Empty:
+                    continue
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise queue.Empty
+            try:
+                return q.get(timeout=min(left, SIGNAL_SLICE))
+            except queue.Empty:
+                continue
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message; waits up to ``timeout`` seconds (None: until one arrives).

@@ -38,7 +38,7 @@ from typing import (
 
 from .. import errors
 from .._seam import raw_headers, set_ack_state
-from .._timeouts import Deadline, check_timeout
+from .._timeouts import SIGNAL_SLICE, Deadline, check_timeout
 from ..msg import Msg
 from . import api
 from .ack import ACK_NONE
@@ -328,8 +328,10 @@ class PullConsumer:
                 if watch is not None:
                     wait = min(wait, watch.due_in())
                 try:
-                    msg = q.get(timeout=wait) if wait > 0 else q.get_nowait()
+                    msg = q.get(timeout=min(wait, SIGNAL_SLICE)) if wait > 0 else q.get_nowait()
                 except queue.Empty:
+                    if wait > SIGNAL_SLICE:
+                        continue  # a slice of the wait (Ctrl-C stays seen), not all of it
                     if watch is not None and watch.missed() and not deadline.expired:
                         raise errors.NoHeartbeatError(
                             f"fetch from {self._where}: no message and no heartbeat for "
