@@ -73,9 +73,12 @@ needs_kv = pytest.mark.skipif(
     not hasattr(JetStream, "create_key_value"), reason="needs Key-Value (branch kv)"
 )
 
+# Servers that run until stopped: each has a test of its own.
+SERVERS = {"flask_app.py": "tests/test_flask_app.py"}
+
 
 def test_every_example_is_covered() -> None:
-    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted({*EXPECTED, *SERVERS})
 
 
 @pytest.mark.parametrize(
