@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -73,6 +74,13 @@ needs_kv = pytest.mark.skipif(
     not hasattr(JetStream, "create_key_value"), reason="needs Key-Value (branch kv)"
 )
 
+# Examples that need pyspark, which the test extra installs on Python 3.10 and later only.
+NEEDS_SPARK = {"spark_pipeline.py"}
+needs_spark = pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None,
+    reason="pyspark is not installed (pyspark 4.2 needs Python 3.10)",
+)
+
 # Servers that run until stopped: each has a test of its own.
 SERVERS = {"flask_app.py": "tests/test_flask_app.py"}
 
@@ -81,8 +89,11 @@ def test_every_example_is_covered() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted({*EXPECTED, *SERVERS})
 
 
+MARKS = {**dict.fromkeys(NEEDS_KV, needs_kv), **dict.fromkeys(NEEDS_SPARK, needs_spark)}
+
+
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=needs_kv) if n in NEEDS_KV else n for n in sorted(EXPECTED)]
+    "name", [pytest.param(n, marks=MARKS.get(n, ())) for n in sorted(EXPECTED)]
 )
 def test_example_runs(name: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
