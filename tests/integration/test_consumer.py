@@ -51,7 +51,9 @@ def test_fetch_next_and_no_wait(js: JetStream, stream: str) -> None:
     for m in [*first, msg]:
         m.ack()
     js.nc.flush()
-    assert c.consumer_info().num_ack_pending == 2  # 3 and 4 not acked yet
+    # 3 and 4 not acked yet. The server takes acks off a queue of its own, after the PONG:
+    # wait for it, as the other ack counts here do.
+    wait_until(lambda: c.consumer_info().num_ack_pending == 2, what="the four acks")
 
 
 def test_fetch_by_bytes(js: JetStream, stream: str) -> None:
