@@ -69,6 +69,7 @@ class Network:
         self.stop = threading.Event()  # set at close: ends a reconnect wait
         self.server_info: Dict[str, Any] = {}
         self.reconnects = 0
+        self.ever_connected = False  # a connection was installed once (reconnects counts after)
         self.errors_received = 0
         self._outstanding_pings = 0
 
@@ -91,6 +92,16 @@ class Network:
             + ", ".join(s.url for s in self.pool.servers)
             + f"): {last}"
         ) from last
+
+    def start_reconnecting(self, unreachable: errors.NATSError) -> None:
+        """retry_on_failed_connect, and no server answered the first connect: the client
+        starts in the reconnecting state (publishes go to the reconnect buffer, subscriptions
+        wait in the table for the SUBs install sends), and ``run`` dials with the reconnect
+        policy. ``unreachable`` (why the first connect failed) goes to error_cb."""
+        with self._link.wlock:
+            self._link.state = RECONNECTING
+            self._outbox.pub_fast = False
+        self._report(unreachable)
 
     def start_pings(self, timers: Timers) -> None:
         self.timers = timers
@@ -115,8 +126,12 @@ class Network:
             outbox.kicked = True
             outbox.kick.set()
         self.connected.set()
+        first, self.ever_connected = not self.ever_connected, True
         if reconnect:
-            self.reconnects += 1
+            # The first connection made by retry_on_failed_connect is announced like a
+            # reconnect (there is no connected_cb), but is not counted as one.
+            if not first:
+                self.reconnects += 1
             self._hooks.run_reconnect_hooks()
             self._callbacks.call(self.reconnected_cb)
         return True
@@ -133,6 +148,16 @@ class Network:
     def run(self) -> None:
         link = self._link
         conn = link.conn
+        if conn is None and link.state is RECONNECTING:  # retry_on_failed_connect
+            conn = self._reconnect_loop()
+            if conn is None and not link.closing:
+                self._shutdown(
+                    errors.NoServersError(
+                        "retry_on_failed_connect gave up: no server reachable within "
+                        "max_reconnect_attempts"
+                    )
+                )
+                return
         while conn is not None:
             err = self._reader.read_until_error(conn)
             if link.closing or link.state is FORKED:

@@ -35,7 +35,7 @@ from . import _protocol as proto
 from . import errors
 from ._auth import JWTCallback, PathOrSeed, SignatureCallback, UserAuth
 from ._callbacks import Callbacks, Hooks
-from ._conn import Waiter
+from ._conn import Conn, Waiter
 from ._dial import DialOptions
 from ._link import CLOSED, CONNECTED, FORKED, NEW, RECONNECTING, Link
 from ._network import Network
@@ -168,6 +168,7 @@ class Client:
         inbox_prefix: str = "_INBOX",
         verbose: bool = False,
         pedantic: bool = False,
+        retry_on_failed_connect: bool = False,
     ) -> Client:
         """Connect to the first reachable server of ``servers``; see :func:`connect`."""
         if self._link.state is not NEW:
@@ -210,6 +211,11 @@ class Client:
         if not isinstance(tls_handshake_first, bool):
             raise errors.InvalidArgumentError(
                 f"tls_handshake_first must be a bool, got {type(tls_handshake_first).__name__}"
+            )
+        if not isinstance(retry_on_failed_connect, bool):
+            raise errors.InvalidArgumentError(
+                "retry_on_failed_connect must be a bool, "
+                f"got {type(retry_on_failed_connect).__name__}"
             )
         if (user is None) != (password is None):
             raise errors.InvalidArgumentError("user and password go together: give both or neither")
@@ -265,7 +271,13 @@ class Client:
         self._closed_cb = closed_cb
         self._inbox_prefix = self._requests.inbox_prefix = inbox_prefix
 
-        conn = net.first_connect()
+        try:
+            conn: Optional[Conn] = net.first_connect()
+        except errors.NoServersError as exc:
+            if not retry_on_failed_connect:
+                raise
+            conn = None  # no server yet: the network thread keeps trying (Network.run)
+            unreachable = exc
         self._timers = self._outbox.timers = Timers("nats-timers", self._on_internal_error)
         for target, thread_name in (
             (net.run, "nats-network"),
@@ -274,7 +286,10 @@ class Client:
         ):
             self._threads.append(threading.Thread(target=target, name=thread_name, daemon=True))
         net.start_pings(self._timers)
-        net.install(conn, reconnect=False)
+        if conn is not None:
+            net.install(conn, reconnect=False)
+        else:
+            net.start_reconnecting(unreachable)
         for t in self._threads:
             t.start()
         _live_clients.add(self)
@@ -593,6 +608,15 @@ def connect(servers: Union[str, Sequence[str]] = DEFAULT_URL, **options: Any) ->
     reconnect_time_wait, reconnect_jitter, reconnect_buf_size, ping_interval,
     max_outstanding_pings, write_timeout (a write that makes no progress for this long, 10 s
     by default, marks the connection stale and reconnects), no_randomize, echo, inbox_prefix,
-    verbose, pedantic.
+    verbose, pedantic, retry_on_failed_connect.
+
+    ``retry_on_failed_connect=True``: when no server of ``servers`` can be reached, return at
+    once a client in the reconnecting state instead of raising NoServersError. The network
+    thread keeps trying with the reconnect policy (reconnect_time_wait, reconnect_jitter,
+    max_reconnect_attempts per server); meanwhile publishes go to the reconnect buffer
+    (reconnect_buf_size) and subscriptions are sent once connected. That first connection
+    calls reconnected_cb; when the attempts run out the client closes (closed_cb, error_cb
+    with NoServersError). Wrong credentials and a server that demands TLS still raise at
+    once. Default False: connect raises NoServersError when no server answers.
     """
     return Client().connect(servers, **options)

@@ -29,7 +29,7 @@ import urllib.request
 import weakref
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Type, TypeVar
 
 __all__ = [
     "NATSCluster",
@@ -81,7 +81,7 @@ def find_nats_server() -> str:
             )
         return explicit
 
-    dirs: list[str] = []
+    dirs: List[str] = []
     scripts = sysconfig.get_path("scripts")
     if scripts:
         dirs.append(scripts)
@@ -98,7 +98,7 @@ def find_nats_server() -> str:
     raise ServerLaunchError(f"nats-server binary not found; {_INSTALL_HINT}")
 
 
-def _tail(path: str | None, lines: int = _LOG_TAIL_LINES) -> str:
+def _tail(path: Optional[str], lines: int = _LOG_TAIL_LINES) -> str:
     if path is None:
         return ""
     try:
@@ -131,7 +131,7 @@ def _url_host(host: str) -> str:
 _HANDSHAKE_FIRST_RE = re.compile(r"handshake_first\s*[:=]?\s*true", re.IGNORECASE)
 
 
-def _accepts(host: str, port: int, timeout: float) -> bool | None:
+def _accepts(host: str, port: int, timeout: float) -> Optional[bool]:
     """True when a TCP connection to ``host:port`` is accepted, else None."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -140,7 +140,7 @@ def _accepts(host: str, port: int, timeout: float) -> bool | None:
         return None
 
 
-def _read_info_line(host: str, port: int, timeout: float) -> bytes | None:
+def _read_info_line(host: str, port: int, timeout: float) -> Optional[bytes]:
     """Connect and return the server's first line if it is an INFO line."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
@@ -156,7 +156,7 @@ def _read_info_line(host: str, port: int, timeout: float) -> bytes | None:
     return line if line.startswith(b"INFO ") else None
 
 
-def _http_get(url: str, timeout: float) -> bytes | None:
+def _http_get(url: str, timeout: float) -> Optional[bytes]:
     """Body of a 200 response, or None for any error or other status."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
@@ -169,10 +169,10 @@ def _http_get(url: str, timeout: float) -> bytes | None:
 
 
 def _wait_until(
-    check: Callable[[], _T | None],
+    check: Callable[[], Optional[_T]],
     deadline: float,
-    on_poll: Callable[[], None] | None = None,
-) -> _T | None:
+    on_poll: Optional[Callable[[], None]] = None,
+) -> Optional[_T]:
     """Poll ``check`` until it returns non-None or the deadline passes."""
     while True:
         if on_poll is not None:
@@ -193,8 +193,8 @@ class _Resources:
     """
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.tmpdirs: list[str] = []
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.tmpdirs: List[str] = []
 
     def release(self) -> None:
         proc = self.proc
@@ -221,14 +221,14 @@ class NATSServer:
         self,
         *,
         jetstream: bool = True,
-        port: int | None = None,
+        port: Optional[int] = None,
         host: str = "127.0.0.1",
-        store_dir: str | None = None,
-        config: str | None = None,
-        trace_log: str | None = None,
+        store_dir: Optional[str] = None,
+        config: Optional[str] = None,
+        trace_log: Optional[str] = None,
         monitoring: bool = False,
         args: Sequence[str] = (),
-        server_name: str | None = None,
+        server_name: Optional[str] = None,
         ready_timeout: float = 10.0,
     ) -> None:
         self.jetstream = jetstream
@@ -236,19 +236,19 @@ class NATSServer:
         self.config = config
         self.trace_log = trace_log
         self.monitoring = monitoring
-        self.args: list[str] = list(args)
+        self.args: List[str] = list(args)
         self.server_name = server_name
         self.ready_timeout = ready_timeout
 
         self._requested_port = port
         self._requested_store_dir = store_dir
-        self._port: int | None = None
-        self._monitoring_port: int | None = None
-        self._store_dir: str | None = None
-        self._tmpdir: str | None = None
+        self._port: Optional[int] = None
+        self._monitoring_port: Optional[int] = None
+        self._store_dir: Optional[str] = None
+        self._tmpdir: Optional[str] = None
         self._in_lame_duck = False
         self._res = _Resources()
-        self._finalizer: weakref.finalize[[], NATSServer] | None = None
+        self._finalizer: Optional[weakref.finalize[[], NATSServer]] = None
 
     # -- public state ----------------------------------------------------
 
@@ -263,7 +263,7 @@ class NATSServer:
         return f"nats://{_url_host(_connect_host(self.host))}:{self.port}"
 
     @property
-    def monitoring_url(self) -> str | None:
+    def monitoring_url(self) -> Optional[str]:
         if self._monitoring_port is None:
             return None
         return f"http://{_url_host(_connect_host(self.host))}:{self._monitoring_port}"
@@ -275,7 +275,7 @@ class NATSServer:
         return self._store_dir
 
     @property
-    def pid(self) -> int | None:
+    def pid(self) -> Optional[int]:
         proc = self._res.proc
         return proc.pid if proc is not None else None
 
@@ -285,7 +285,7 @@ class NATSServer:
         return proc is not None and proc.poll() is None
 
     @property
-    def log_path(self) -> str | None:
+    def log_path(self) -> Optional[str]:
         if self.trace_log is not None:
             return self.trace_log
         if self._tmpdir is None:
@@ -421,9 +421,9 @@ class NATSServer:
 
     def __exit__(
         self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
     ) -> None:
         self.cleanup()
 
@@ -454,7 +454,7 @@ class NATSServer:
             os.makedirs(self._store_dir, exist_ok=True)
         return self._tmpdir
 
-    def _command(self, binary: str, tmpdir: str) -> list[str]:
+    def _command(self, binary: str, tmpdir: str) -> List[str]:
         port = self._port if self._port is not None else self._requested_port
         cmd = [
             binary,
@@ -538,7 +538,7 @@ class NATSServer:
         if mport is not None:
             self._monitoring_port = mport
 
-    def _read_ports_file(self) -> dict[str, Any] | None:
+    def _read_ports_file(self) -> Optional[Dict[str, Any]]:
         proc = self._res.proc
         assert proc is not None and self._tmpdir is not None
         # Named <executable name>_<pid>.ports; match on pid alone so a renamed
@@ -600,11 +600,11 @@ class NATSCluster:
         self.name = name
         self.ready_timeout = ready_timeout
         self.trace = trace
-        self.servers: list[NATSServer] = []
-        self._tmpdir: str | None = None
+        self.servers: List[NATSServer] = []
+        self._tmpdir: Optional[str] = None
 
     @property
-    def urls(self) -> list[str]:
+    def urls(self) -> List[str]:
         return [s.url for s in self.servers]
 
     @property
@@ -622,7 +622,7 @@ class NATSCluster:
             raise ServerLaunchError("cluster already started")
         if self.trace and self._tmpdir is None:
             self._tmpdir = tempfile.mkdtemp(prefix="nats-cluster-")
-        last_error: ServerLaunchError | None = None
+        last_error: Optional[ServerLaunchError] = None
         for _ in range(self._START_ATTEMPTS):
             try:
                 self._start_once()
@@ -691,7 +691,7 @@ class NATSCluster:
 
         # /healthz can pass before the JetStream meta group has elected a
         # leader, and until then every stream/consumer API request fails.
-        def meta_leader() -> str | None:
+        def meta_leader() -> Optional[str]:
             body = _http_get(base + "/jsz", 1.0)
             if body is None:
                 return None
@@ -725,9 +725,9 @@ class NATSCluster:
 
     def __exit__(
         self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
     ) -> None:
         self.cleanup()
 

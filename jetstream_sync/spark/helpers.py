@@ -5,7 +5,7 @@ pull consumer with acks after success. pyspark is imported only when they run.""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable, List, Optional, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 from .. import errors
 from ..msg import Msg
@@ -19,7 +19,7 @@ __all__ = ["process_work_queue", "publish_partition"]
 _JS_KEYS = ("domain", "prefix", "timeout")
 
 
-def _task_ids() -> tuple[int, int]:
+def _task_ids() -> Tuple[int, int]:
     try:
         from pyspark import TaskContext
     except ImportError:
@@ -32,7 +32,7 @@ def _task_ids() -> tuple[int, int]:
 
 def publish_partition(
     rows: Iterable[Any],
-    servers: Union[str, list[str]],
+    servers: Union[str, List[str]],
     subject: Optional[str] = None,
     *,
     write_id: Optional[str] = None,

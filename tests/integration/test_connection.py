@@ -44,6 +44,7 @@ class Events:
 # --- authentication -----------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_user_password_in_options_and_url(server_factory: ServerFactory) -> None:
     srv = server_factory(jetstream=False, config="authorization { user: alice, password: s3cr3t }")
     with nats.connect(srv.url, user="alice", password="s3cr3t") as nc:
@@ -160,6 +161,7 @@ def test_restart_mid_publish_loop_nothing_silently_lost(
     assert len(missing) <= unconfirmed, (len(missing), unconfirmed, missing[:10])
 
 
+@pytest.mark.smoke
 def test_buffered_during_outage_delivered_after_resubscribe(server_factory: ServerFactory) -> None:
     srv = server_factory(jetstream=False)
     ev = Events()

@@ -12,6 +12,7 @@ from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import wait_until
 
 
+@pytest.mark.smoke
 def test_publish_and_next_msg(nc: nats.Client) -> None:
     sub = nc.subscribe("core.basic")
     nc.publish("core.basic", b"hello")
@@ -20,6 +21,7 @@ def test_publish_and_next_msg(nc: nats.Client) -> None:
     assert msg.headers == {} and msg.status is None
 
 
+@pytest.mark.smoke
 def test_wildcards_and_reply_subject(nc: nats.Client) -> None:
     star = nc.subscribe("core.wild.*")
     tail = nc.subscribe("core.>")
@@ -29,6 +31,7 @@ def test_wildcards_and_reply_subject(nc: nats.Client) -> None:
         assert msg.subject == "core.wild.a" and msg.reply == "core-reply"
 
 
+@pytest.mark.smoke
 def test_headers_round_trip_multi_valued_and_case_preserved(nc: nats.Client) -> None:
     sub = nc.subscribe("core.hdr")
     nc.publish("core.hdr", b"x", headers={"Trace-Id": "abc", "multi": ["1", "2"]})
@@ -49,6 +52,7 @@ def test_payload_sizes_including_empty_and_crlf(nc: nats.Client) -> None:
     assert [sub.next_msg(timeout=5).data for _ in payloads] == payloads
 
 
+@pytest.mark.smoke
 def test_queue_group_each_message_once(nc: nats.Client) -> None:
     a = nc.subscribe("core.q", queue="workers")
     b = nc.subscribe("core.q", queue="workers")
@@ -73,6 +77,7 @@ def test_next_msg_timeout_is_both_timeout_errors(nc: nats.Client) -> None:
     assert isinstance(info.value, TimeoutError) and "core.silent" in str(info.value)
 
 
+@pytest.mark.smoke
 def test_callbacks_run_in_order_on_one_thread(nc: nats.Client) -> None:
     seen: List[int] = []
     threads = set()
@@ -111,6 +116,7 @@ def test_callback_exception_reported_and_loop_continues(nats_server: NATSServer)
     assert isinstance(errs[0].__cause__, RuntimeError) and "user bug" in str(errs[0])
 
 
+@pytest.mark.smoke
 def test_iteration_ends_at_max_msgs(nc: nats.Client) -> None:
     sub = nc.subscribe("core.iter", max_msgs=3)
     for i in range(5):
@@ -145,6 +151,7 @@ def test_unsubscribe_keeps_queued_messages_then_ends(nc: nats.Client) -> None:
         sub.unsubscribe()
 
 
+@pytest.mark.smoke
 def test_request_reply(nc: nats.Client, nats_server: NATSServer) -> None:
     with nats.connect(nats_server.url) as responder:
         responder.subscribe("core.svc", cb=lambda m: m.respond(b"re:" + m.data))
@@ -153,6 +160,7 @@ def test_request_reply(nc: nats.Client, nats_server: NATSServer) -> None:
     assert replies == [b"re:" + str(i).encode() for i in range(50)]
 
 
+@pytest.mark.smoke
 def test_concurrent_requests_from_many_threads(nc: nats.Client, nats_server: NATSServer) -> None:
     with nats.connect(nats_server.url) as responder:
         responder.subscribe("core.echo", cb=lambda m: m.respond(m.data))
@@ -172,6 +180,7 @@ def test_concurrent_requests_from_many_threads(nc: nats.Client, nats_server: NAT
     assert len(results) == 240 and all(v == str(k).encode() for k, v in results.items())
 
 
+@pytest.mark.smoke
 def test_request_with_no_responders(nc: nats.Client) -> None:
     with pytest.raises(nats.NoRespondersError, match=r"core\.nobody"):
         nc.request("core.nobody", b"?", timeout=5)
@@ -184,6 +193,7 @@ def test_request_timeout(nc: nats.Client) -> None:
     assert sub.next_msg(timeout=1).data == b"?"
 
 
+@pytest.mark.smoke
 def test_flush_and_stats(nc: nats.Client) -> None:
     sub = nc.subscribe("core.stats")
     for _ in range(10):
@@ -195,6 +205,7 @@ def test_flush_and_stats(nc: nats.Client) -> None:
     assert stats["in_msgs"] >= 10 and stats["in_bytes"] >= 50
 
 
+@pytest.mark.smoke
 def test_context_manager_closes(nats_server: NATSServer) -> None:
     with nats.connect(nats_server.url) as nc:
         assert nc.is_connected and nc.connected_url == nats_server.url

@@ -33,6 +33,7 @@ def _subj(stream: str, tail: str = "a") -> str:
 # --- streams --------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_add_info_update_delete_stream(js: JetStream) -> None:
     cfg = StreamConfig(name="MGMT", subjects=["mgmt.>"], max_age=3600.0, storage=StorageType.MEMORY)
     info = js.add_stream(cfg)
@@ -191,6 +192,7 @@ def test_account_info(js: JetStream, stream: str) -> None:
 # --- publish --------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_publish_returns_pub_ack_with_duplicates(js: JetStream, stream: str) -> None:
     ack = js.publish(_subj(stream), b"x", msg_id="id-1")
     assert isinstance(ack, PubAck) and ack.stream == stream and ack.seq == 1 and not ack.duplicate
@@ -229,6 +231,7 @@ def test_message_too_large(js: JetStream) -> None:
         js.delete_stream("SMALL")
 
 
+@pytest.mark.smoke
 def test_publish_async_resolves_every_future(js: JetStream, stream: str) -> None:
     futs = [js.publish_async(_subj(stream), str(i).encode()) for i in range(2000)]
     js.publish_async_completed(timeout=30)

@@ -165,6 +165,7 @@ def test_heartbeat_goes_in_the_long_pull(traced: Tuple[nats.Client, JetStream, P
 # --- behaviour ----------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_fetch_returns_what_is_there_and_acks_work(js: JetStream, stream: str) -> None:
     psub = js.pull_subscribe(subj(stream), durable="w")
     publish(js, stream, 10)

@@ -230,6 +230,7 @@ def test_a_drain_that_times_out_still_deletes_what_it_made(js: JetStream, stream
     assert "idle" not in js.consumer_names(stream)
 
 
+@pytest.mark.smoke
 def test_queue_name_is_the_durable_and_members_share(js: JetStream, stream: str) -> None:
     got: List[Tuple[int, bytes]] = []
     lock = threading.Lock()
@@ -264,6 +265,7 @@ def test_queue_name_is_the_durable_and_members_share(js: JetStream, stream: str)
 # --- 8. acks ------------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_callbacks_ack_unless_manual(js: JetStream, stream: str) -> None:
     fill(js, stream, 10)
     seen: List[bytes] = []
@@ -417,6 +419,7 @@ def drop_once(targets: Set[int]) -> Callable[[nats.Msg], bool]:
 
 
 @pytest.mark.parametrize("which", ["one percent", "the first", "the last"])
+@pytest.mark.smoke
 def test_ordered_push_consumer_delivers_everything_in_order(
     server_factory: Callable[..., NATSServer], which: str
 ) -> None:
