@@ -15,7 +15,7 @@ Needs Flask (``pip install flask``, or the test extra) and Key-Value.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from flask import Flask, request
 
@@ -40,9 +40,12 @@ def create_app(nc: nats.Client, stream: str = "WEB_ORDERS", bucket: str = "web_s
         return {"key": key, "revision": kv.put(key, request.get_data())}
 
     @app.get("/settings/<key>")
-    def get_setting(key: str) -> Dict[str, Any]:
-        entry = kv.get(key)
-        return {"key": key, "value": entry.value.decode(), "revision": entry.revision}
+    def get_setting(key: str) -> Tuple[Dict[str, Any], int]:
+        try:
+            entry = kv.get(key)
+        except nats.KeyNotFoundError:  # never written, or deleted (KeyDeletedError)
+            return {"key": key, "error": "no such setting"}, 404
+        return {"key": key, "value": entry.value.decode(), "revision": entry.revision}, 200
 
     return app
 

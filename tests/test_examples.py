@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from jetstream_sync.jetstream.context import JetStream
-
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 EXPECTED = {
@@ -78,13 +76,6 @@ EXPECTED = {
 }
 
 
-# Examples that use Key-Value, which is being built on the kv branch: they run here by
-# themselves once JetStream has create_key_value.
-NEEDS_KV = {"js_quickstart.py"}
-needs_kv = pytest.mark.skipif(
-    not hasattr(JetStream, "create_key_value"), reason="needs Key-Value (branch kv)"
-)
-
 # Examples that need pyspark, which the test extra installs on Python 3.10 and later only.
 NEEDS_SPARK = {"spark_pipeline.py"}
 needs_spark = pytest.mark.skipif(
@@ -100,7 +91,7 @@ def test_every_example_is_covered() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted({*EXPECTED, *SERVERS})
 
 
-MARKS = {**dict.fromkeys(NEEDS_KV, needs_kv), **dict.fromkeys(NEEDS_SPARK, needs_spark)}
+MARKS = dict.fromkeys(NEEDS_SPARK, needs_spark)
 
 
 @pytest.mark.parametrize(

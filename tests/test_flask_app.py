@@ -8,6 +8,7 @@ import concurrent.futures as cf
 import importlib.util
 import json
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Set
@@ -15,14 +16,10 @@ from typing import Any, Dict, Set
 import pytest
 
 import jetstream_sync as nats
-from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 
 flask = pytest.importorskip("flask", reason="Flask is not installed: install the test extra")
 serving = pytest.importorskip("werkzeug.serving")
-pytestmark = pytest.mark.skipif(
-    not hasattr(JetStream, "create_key_value"), reason="needs Key-Value (branch kv)"
-)
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "flask_app.py"
 REQUESTS = 50
@@ -63,6 +60,11 @@ def test_fifty_concurrent_requests_share_one_connection(nats_server: NATSServer)
 
             with cf.ThreadPoolExecutor(max_workers=REQUESTS) as pool:
                 results = list(pool.map(one, range(REQUESTS)))
+            # A setting nobody wrote is a 404 naming the key, not a 500.
+            with pytest.raises(urllib.error.HTTPError) as missing:
+                call("GET", f"{base}/settings/never-written")
+            assert missing.value.code == 404
+            assert json.loads(missing.value.read())["error"] == "no such setting"
         finally:
             server.shutdown()
             serve.join(10)
