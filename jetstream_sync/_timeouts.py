@@ -16,10 +16,11 @@ __all__ = ["SIGNAL_SLICE", "Deadline", "check_timeout"]
 
 # The longest a caller's thread waits inside one system call. Python runs signal handlers
 # (Ctrl-C's KeyboardInterrupt) only in the main thread, and only between bytecodes: a
-# signal the kernel hands to another of our threads does not interrupt the main thread's
-# poll(), so a request with a long timeout would ignore Ctrl-C until it ended. Waking
-# this often lets a pending signal be seen within the slice (seen in CI: a request on a
-# half-dead connection sat out its 600 s timeout after SIGINT).
+# signal the kernel hands to another of our threads (it may, e.g. when the main thread
+# blocks the signal or already has one pending) does not interrupt the main thread's
+# poll(), so a blocking call with a long timeout would ignore Ctrl-C until it ended.
+# Waking this often lets a pending signal be seen within the slice
+# (tests/integration/test_ctrl_c.py).
 SIGNAL_SLICE = 0.5
 
 

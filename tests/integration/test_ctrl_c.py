@@ -27,6 +27,9 @@ import signal, sys
 import jetstream_sync as nats
 
 url, call, stream = sys.argv[1], sys.argv[2], sys.argv[3]
+# Ctrl-C as in a terminal, whatever this process inherited: a shell starts background jobs
+# with SIGINT ignored, and an ignored signal stays ignored across exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 nc = nats.connect(url)
 js = nc.jetstream(timeout=10)
 silent = nc.subscribe("ctrlc.silent")  # interest, but nobody answers: no 503

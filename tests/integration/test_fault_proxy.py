@@ -241,6 +241,9 @@ import faulthandler, select, signal, sys
 import jetstream_sync as nats
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it hangs
+# Ctrl-C as in a terminal, whatever this process inherited: a shell starts background jobs
+# with SIGINT ignored, and an ignored signal stays ignored across exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Only Ctrl-C may end the request: no stale-write or ping verdict first, however slow the
 # machine is between the stall and the signal.
