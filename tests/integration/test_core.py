@@ -265,6 +265,7 @@ def test_drain_processes_pending_callbacks(nats_server: NATSServer) -> None:
 
     nc = nats.connect(nats_server.url)
     nc.subscribe("core.drain", cb=slow)
+    nc.flush()  # the server has the SUB before the other client publishes
     with nats.connect(nats_server.url) as pub:
         for i in range(100):
             pub.publish("core.drain", str(i).encode())
