@@ -239,17 +239,22 @@ def test_messages_arriving_after_a_fetch_returned_go_to_the_next(
 
 def test_consumer_deleted_during_fetch(js: JetStream, stream: str) -> None:
     psub = js.pull_subscribe(subj(stream), durable="w")
-    threading.Thread(
+    deleter = threading.Thread(
         target=lambda: (
             wait_until(lambda: js.consumer_info(stream, "w").num_waiting == 1),
             js.delete_consumer(stream, "w"),
         ),
         daemon=True,
-    ).start()
+    )
+    deleter.start()
     with pytest.raises(nats.ConsumerDeletedError, match="409 Consumer Deleted"):
         psub.fetch(5, timeout=10)
     with pytest.raises(nats.NoConsumerResponseError, match="503"):
         psub.fetch(1, timeout=5)
+    # The server sends the pull its 409 before it answers the delete: let that answer come
+    # before the fixture closes the client (else the thread dies on a closed client).
+    deleter.join(10)
+    assert not deleter.is_alive()
 
 
 def test_max_waiting_exceeded(js: JetStream, stream: str) -> None:
