@@ -595,6 +595,10 @@ def run_shared(cell: Cell, half: int, one_leaves: bool) -> None:
             if m.index == 0 and not one_leaves:
                 for e in others_left[1:]:  # member 0 leaves last (see the docstring)
                     e.wait(WORK_DEADLINE)
+            if one_leaves and m.index != 0:
+                # Still bound while member 0 leaves, even when the rest of the work went
+                # faster than member 0 (it did once in CI: the others had left already).
+                others_left[0].wait(WORK_DEADLINE)
             _leave(m)
             if one_leaves and m.index == 0:
                 # The others are still bound: whatever made the consumer, it stays.
