@@ -185,8 +185,10 @@ class PullSubscription:
     ) -> List[Msg]:
         """Up to ``batch`` messages: those already waiting at once, else the first ones to
         come within ``timeout``. Raises :class:`~jetstream_sync.TimeoutError` when none
-        came. ``timeout=0`` waits for nothing new: one no_wait pull takes what the stream
-        has now (its answer is waited for, up to the JetStream timeout). ``heartbeat`` asks
+        came. ``timeout=0`` waits for nothing new: one no_wait pull takes what the consumer
+        has now (its answer is waited for, up to the JetStream timeout); the server acks a
+        publish a moment before its consumers count it, so right after a publish that may
+        be nothing. ``heartbeat`` asks
         the server for idle heartbeats during a long pull, and
         :class:`NoHeartbeatError` when ``heartbeat_alarm`` (default 2) intervals pass
         without anything.

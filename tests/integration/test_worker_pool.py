@@ -222,10 +222,16 @@ def test_fetch_timeout_zero_takes_what_is_there(js: JetStream, stream: str) -> N
         psub.fetch(1, timeout=0)
     with pytest.raises(nats.TimeoutError):
         psub.fetch(10, timeout=0)
+    # The server acks a publish a moment before it tells the consumers (nats-server signals
+    # them from a queue of its own), and a no_wait pull sent in that moment is answered 404.
+    # So this waits until the consumer counts the messages: from then on a no_wait pull
+    # must take them.
     for i in range(3):
         js.publish(f"{p}.m", str(i).encode())
+    wait_until(lambda: psub.consumer_info().num_pending == 3, what="the consumer counts 3")
     assert [m.data for m in psub.fetch(10, timeout=0)] == [b"0", b"1", b"2"]
     js.publish(f"{p}.m", b"3")
+    wait_until(lambda: psub.consumer_info().num_pending == 1, what="the consumer counts 1")
     assert [m.data for m in psub.fetch(1, timeout=0)] == [b"3"]
     # Nothing was left waiting at the server.
     assert js.consumer_info(stream, "z").num_waiting == 0
