@@ -1,0 +1,52 @@
+"""Run one of the nats-py programs here: ``python run.py nats-py|ours PROGRAM``.
+
+``nats-py`` runs it as written. ``ours`` deletes the words ``async``, ``await`` and
+``asyncio.run`` from it — nothing else — and runs the rest with ``nats`` naming
+jetstream_sync (as ``import jetstream_sync as nats`` would; the submodules nats-py code
+imports from name ours).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Dict
+
+
+def delete_await(source: str) -> str:
+    """The port: delete ``async ``, ``await `` and ``asyncio.run``, and nothing else."""
+    source = re.sub(r"\basync\s+(?=def|for|with)", "", source)
+    source = re.sub(r"\bawait\s+", "", source)
+    return source.replace("asyncio.run(", "(")
+
+
+def alias_nats() -> None:
+    import jetstream_sync
+    import jetstream_sync.errors
+    import jetstream_sync.jetstream.api
+
+    modules: Dict[str, object] = {
+        "nats": jetstream_sync,
+        "nats.errors": jetstream_sync.errors,
+        "nats.js": jetstream_sync.jetstream,
+        "nats.js.errors": jetstream_sync.errors,
+        "nats.js.api": jetstream_sync.jetstream.api,
+    }
+    sys.modules.update(modules)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    which, path = sys.argv[1], sys.argv[2]
+    with open(path) as f:
+        source = f.read()
+    if which == "ours":
+        source = delete_await(source)
+        alias_nats()
+    elif which != "nats-py":
+        raise SystemExit(f"run.py: nats-py or ours, not {which!r}")
+    code = compile(source, path, "exec")
+    exec(code, {"__name__": "__main__", "__file__": path})
+
+
+if __name__ == "__main__":
+    main()
