@@ -85,8 +85,17 @@ CLASSES: List[Tuple[str, Any, str, Any]] = [
 ]
 
 # "Where.name" or "Where.method(param)" -> why it is not the same here. "Where" is the
-# nats-py name of the class (or "nats" for the module, "errors", "api").
+# nats-py name of the class (or "nats" for the module, "errors", "js.errors", "api").
 DIFFERENT: Dict[str, str] = {}
+
+# Names that are here under nats-py's name but behave differently: why.
+BEHAVES_DIFFERENTLY: Dict[str, str] = {
+    "KeyValue.keys(filters)": (
+        "filters are NATS subject patterns given to the server (`app.*`, `app.>`), as in "
+        "nats.go and ADR-8; nats-py fetches every key and keeps those containing a filter "
+        "as a substring"
+    ),
+}
 
 
 # --- the walk -------------------------------------------------------------------------------
@@ -288,7 +297,20 @@ def table(found: List[Finding]) -> str:
             lines.append(
                 f"| {_theirs_for(f.where)}`.{f.name}` | {f.note} | {DIFFERENT.get(key, '')} |"
             )
+    lines += ["", "| nats-py | here: the same name, but | why |", "| --- | --- | --- |"]
+    for key, why in BEHAVES_DIFFERENTLY.items():
+        where, name = _split(key)
+        lines.append(f"| {_theirs_for(where)}`.{name}` | behaves differently | {why} |")
     return "\n".join(lines) + "\n"
+
+
+def _split(key: str) -> Tuple[str, str]:
+    """ "KeyValue.keys(filters)" -> ("KeyValue", "keys(filters)"); class names may be dotted."""
+    wheres = sorted({w for w, *_ in CLASSES} | {"nats", "errors", "js.errors", "api"}, key=len)
+    for where in reversed(wheres):
+        if key.startswith(where + "."):
+            return where, key[len(where) + 1 :]
+    raise AssertionError(f"{key!r} names no walked class")
 
 
 def _nats_py_version() -> str:
@@ -316,6 +338,8 @@ def test_every_reason_names_something_still_different() -> None:
     found = {f"{f.where}.{f.name}": f for f in walk()}
     stale = [key for key in DIFFERENT if key not in found or found[key].ok]
     assert not stale, f"DIFFERENT lists names that are the same now (or gone): {stale}"
+    gone = [key for key in BEHAVES_DIFFERENTLY if key not in found or not found[key].ok]
+    assert not gone, f"BEHAVES_DIFFERENTLY lists names that are not here: {gone}"
 
 
 def test_the_readme_table_is_the_walk() -> None:
@@ -331,3 +355,19 @@ def test_the_readme_table_is_the_walk() -> None:
         "README's porting table is stale: JSS_WRITE_PORTING=1 python -m pytest "
         "tests/unit/test_porting.py rewrites it"
     )
+
+
+def test_the_walk_sees_a_missing_name_a_missing_parameter_and_a_changed_order() -> None:
+    class Theirs:
+        def call(self, subject: str, payload: bytes, timeout: float) -> None: ...
+
+        def gone(self) -> None: ...
+
+    class Ours:
+        def call(self, subject: str, timeout: float) -> None: ...
+
+    found = {f.name: f for f in _compare_params("X", "call", Theirs.call, Ours.call)}
+    assert found["call(subject)"].ok and found["call(timeout)"].ok
+    assert not found["call(payload)"].ok
+    assert not found["call(order)"].ok
+    assert not _has(Ours, "gone") and _has(Ours, "call")
