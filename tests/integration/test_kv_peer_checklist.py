@@ -49,6 +49,7 @@ def test_bucket_stream_has_no_mirror_sources_placement_or_seal(js: JetStream, bu
     cfg = js.stream_info(f"KV_{bucket}").config
     assert cfg.mirror is None and cfg.sources is None and cfg.placement is None
     assert not cfg.no_ack and cfg.sealed is False and cfg.mirror_direct is False
+    assert cfg.template_owner is None
 
 
 def test_wrong_revision_errors_say_the_servers_last_sequence(kv: KeyValue) -> None:
