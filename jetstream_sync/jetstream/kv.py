@@ -15,6 +15,12 @@ deletes and allows rollups. Everything below is a JetStream call of the other mi
   keys, delivering the last message per subject (or all of them with history); the watcher
   hands out ``None`` once, when the values there were at the start have all come.
 
+Under an API prefix other than ``$JS.API`` (``nc.jetstream(domain=...)`` or
+``prefix=...``) the writes go to ``<prefix>.$KV.<bucket>.<key>``, as nats.go's do: the
+server maps ``$JS.<domain>.API.$KV.>`` to ``$KV.>`` for a domain's accounts, and an account
+that imports another's JetStream under a prefix imports its ``$KV.>`` there too. Reads are
+JetStream API calls and take the prefix anyway.
+
 Markers the server writes itself (``Nats-Marker-Reason``: a key that aged out of a bucket
 with ``limit_marker_ttl``, nats-server 2.11+) count as purges (``MaxAge``, ``Purge``) or
 deletes (``Remove``).
@@ -26,6 +32,7 @@ import datetime as _dt
 import math
 import re
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -85,6 +92,7 @@ _MARKER_REASON = "Nats-Marker-Reason"  # server-placed markers (nats-server 2.11
 _REASON_OPS = {"MaxAge": KV_PURGE, "Purge": KV_PURGE, "Remove": KV_DEL}
 _ROLLUP = "Nats-Rollup"
 _TTL = "Nats-TTL"
+_DEFAULT_PREFIX = "$JS.API"  # the JetStream API's own prefix (context.DEFAULT_API_PREFIX)
 _MAX_HISTORY = 64
 _DUPLICATE_WINDOW = 120.0  # ADR-8: 2 minutes, or the bucket's ttl when that is shorter
 _WRONG_LAST = (10071, 10164)  # the err_codes of a failed Nats-Expected-Last-Subject-Sequence
@@ -364,12 +372,14 @@ class KeyWatcher:
         deliver: api.DeliverPolicy,
         meta_only: bool,
         ignore_deletes: bool,
+        inactive_threshold: Optional[float] = None,
     ) -> None:
         self._kv = kv
         self._js = kv._js
         self._subjects = subjects
         self._headers_only = True if meta_only else None
         self._ignore_deletes = ignore_deletes
+        self._inactive_threshold = inactive_threshold
         self._lock = threading.Lock()
         self._stopped = False
         self._oc, self._msgs = self._start(deliver, None)
@@ -389,6 +399,7 @@ class KeyWatcher:
             deliver_policy=deliver,
             opt_start_seq=start_seq,
             headers_only=self._headers_only,
+            inactive_threshold=self._inactive_threshold,
         )
         try:
             return oc, oc.messages()
@@ -523,6 +534,9 @@ class KeyValue:
         self._name = bucket
         self._stream = f"KV_{bucket}"
         self._pre = f"$KV.{bucket}."
+        # The subjects the writes go to: under a JetStream prefix, as nats.go does.
+        api_prefix = js.prefix
+        self._put_pre = self._pre if api_prefix == _DEFAULT_PREFIX else f"{api_prefix}.{self._pre}"
         self._direct = bool(info.config.allow_direct)
 
     def __repr__(self) -> str:
@@ -538,6 +552,10 @@ class KeyValue:
         elif not isinstance(key, str) or not key:
             raise InvalidKeyError(f"key must be a non-empty str, got {key!r}")
         return self._pre + key
+
+    def _write_subject(self, key: str, validate_keys: bool) -> str:
+        """Where a write of ``key`` is published (the stream stores it as ``_subject``)."""
+        return self._put_pre + self._subject(key, validate_keys)[len(self._pre) :]
 
     def _where(self, key: str) -> str:
         return f"key {key!r} of bucket {self._name!r}"
@@ -586,7 +604,7 @@ class KeyValue:
 
     def put(self, key: str, value: bytes, validate_keys: bool = True) -> int:
         """Store ``value`` as the key's new revision; returns that revision."""
-        subject = self._subject(key, validate_keys)
+        subject = self._write_subject(key, validate_keys)
         return self._publish(subject, key, _value(value), {}, None)
 
     def create(
@@ -600,7 +618,7 @@ class KeyValue:
         KeyWrongLastSequenceError if it has one. ``msg_ttl`` (whole seconds) makes this
         revision expire on its own, in a bucket with ``limit_marker_ttl`` (the server
         raises a shorter ``msg_ttl`` to that)."""
-        subject = self._subject(key, validate_keys)
+        subject = self._write_subject(key, validate_keys)
         data = _value(value)
         headers = {} if msg_ttl is None else {_TTL: str(_whole_seconds(msg_ttl, "msg_ttl"))}
         try:
@@ -622,13 +640,30 @@ class KeyValue:
         """Store ``value`` only if the key's latest revision is ``last`` (compare-and-set;
         0 or None: only if the key has no message at all). KeyWrongLastSequenceError
         otherwise: another writer was first."""
-        subject = self._subject(key, validate_keys)
+        subject = self._write_subject(key, validate_keys)
         return self._publish(subject, key, _value(value), {}, _revision(last, "last"))
 
-    def delete(self, key: str, last: Optional[int] = None, validate_keys: bool = True) -> bool:
+    def delete(
+        self,
+        key: str,
+        last: Optional[int] = None,
+        validate_keys: bool = True,
+        msg_ttl: Optional[float] = None,
+    ) -> bool:
         """Mark the key deleted, keeping its history; with ``last`` (> 0), only if its latest
-        revision is ``last``. Returns True."""
-        subject = self._subject(key, validate_keys)
+        revision is ``last``. Returns True.
+
+        ``msg_ttl`` is accepted for nats-py's signature and, as there (nats-py 2.16), ignored
+        with a DeprecationWarning: a delete marker that expired would bring the key's older
+        revisions back as its value. For a marker that goes away, use ``purge(key,
+        msg_ttl=)``; for a value that does, ``create(key, value, msg_ttl=)``."""
+        if msg_ttl is not None:
+            warnings.warn(
+                "msg_ttl on delete() is deprecated and ignored; use create() or purge() for TTL",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        subject = self._write_subject(key, validate_keys)
         expected = _revision(last, "last") or None
         self._publish(subject, key, b"", {KV_OP: KV_DEL}, expected)
         return True
@@ -636,7 +671,7 @@ class KeyValue:
     def purge(self, key: str, msg_ttl: Optional[float] = None) -> bool:
         """Mark the key purged and drop its history (a rollup). ``msg_ttl`` (whole seconds)
         lets the marker itself expire (a bucket with ``limit_marker_ttl``). Returns True."""
-        subject = self._subject(key, True)
+        subject = self._write_subject(key, True)
         headers = {KV_OP: KV_PURGE, _ROLLUP: "sub"}
         if msg_ttl is not None:
             headers[_TTL] = str(_whole_seconds(msg_ttl, "msg_ttl"))
@@ -681,18 +716,26 @@ class KeyValue:
     def watch(
         self,
         keys: Union[str, Sequence[str]],
-        *,
+        headers_only: bool = False,
         include_history: bool = False,
         ignore_deletes: bool = False,
         meta_only: bool = False,
+        inactive_threshold: Optional[float] = None,
+        *,
         updates_only: bool = False,
     ) -> KeyWatcher:
         """A :class:`KeyWatcher` on ``keys`` (a key, a pattern with ``*`` / ``>``, or a list
         of them): the latest entry of each (``include_history``: every kept revision), then
         None, then every change as it happens. ``ignore_deletes`` leaves markers out,
-        ``meta_only`` the values, ``updates_only`` the current entries (None comes first)."""
+        ``meta_only`` the values, ``updates_only`` the current entries (None comes first).
+
+        The positional order is nats-py's. ``headers_only`` is ``meta_only`` by its
+        consumer's name (nats-py 2.16 accepts it and ignores it; here it asks for what it
+        says). ``inactive_threshold``: seconds after which the server removes the watch's
+        consumer if nobody reads from it (None: 5 minutes, as nats-py)."""
         subjects = [self._pre + k for k in _patterns(keys)]
         for flag, what in (
+            (headers_only, "headers_only"),
             (include_history, "include_history"),
             (ignore_deletes, "ignore_deletes"),
             (meta_only, "meta_only"),
@@ -700,6 +743,7 @@ class KeyValue:
         ):
             if not isinstance(flag, bool):
                 raise errors.InvalidArgumentError(f"{what} must be a bool, got {flag!r}")
+        inactive = _seconds(inactive_threshold, "inactive_threshold") or None
         if include_history and updates_only:
             raise errors.InvalidArgumentError("give include_history or updates_only, not both")
         if updates_only:
@@ -709,7 +753,9 @@ class KeyValue:
         else:
             deliver = api.DeliverPolicy.LAST_PER_SUBJECT
         try:
-            return KeyWatcher(self, subjects, deliver, meta_only, ignore_deletes)
+            return KeyWatcher(
+                self, subjects, deliver, meta_only or headers_only, ignore_deletes, inactive
+            )
         except errors.StreamNotFoundError as exc:
             raise self._gone(exc) from None
 

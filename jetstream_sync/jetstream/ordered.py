@@ -60,6 +60,7 @@ class OrderedConsumer:
         opt_start_time: Any,
         headers_only: Optional[bool],
         replay_policy: Optional[api.ReplayPolicy],
+        inactive_threshold: Optional[float] = None,
     ) -> None:
         self._js = js
         self._core = js._core
@@ -74,7 +75,7 @@ class OrderedConsumer:
             ack_policy=api.AckPolicy.NONE,
             mem_storage=True,
             num_replicas=1,
-            inactive_threshold=_INACTIVE,
+            inactive_threshold=_INACTIVE if inactive_threshold is None else inactive_threshold,
             deliver_policy=deliver_policy,
             opt_start_seq=opt_start_seq,
             opt_start_time=opt_start_time,
@@ -342,8 +343,11 @@ class OrderedConsumerFactory:
         opt_start_time: Any = None,
         headers_only: Optional[bool] = None,
         replay_policy: Optional[api.ReplayPolicy] = None,
+        inactive_threshold: Optional[float] = None,
     ) -> OrderedConsumer:
-        """Read ``stream`` (or the ``filter_subjects`` of it) in order, each message once."""
+        """Read ``stream`` (or the ``filter_subjects`` of it) in order, each message once.
+        ``inactive_threshold``: seconds after which the server removes a link of the chain
+        nobody reads from (None: 5 minutes)."""
         js: JetStream = self  # type: ignore[assignment]
         if filter_subjects is not None:
             if isinstance(filter_subjects, str):
@@ -354,6 +358,8 @@ class OrderedConsumerFactory:
                 )
         if opt_start_seq is not None:
             _check_count(opt_start_seq, "opt_start_seq", allow_none=False)
+        if inactive_threshold is not None:
+            inactive_threshold = check_timeout(inactive_threshold, "inactive_threshold") or None
         return OrderedConsumer(
             js,
             stream,
@@ -363,4 +369,5 @@ class OrderedConsumerFactory:
             opt_start_time,
             headers_only,
             replay_policy,
+            inactive_threshold,
         )
