@@ -371,10 +371,10 @@ class PushSubscriber:
         flow_control: bool = False,
         pending_msgs_limit: int = _LIMIT_MSGS,
         pending_bytes_limit: int = _LIMIT_BYTES,
-        heartbeat_alarm: float = HEARTBEAT_ALARM,
         deliver_policy: Union[api.DeliverPolicy, str, None] = None,
         headers_only: Optional[bool] = None,
         inactive_threshold: Optional[float] = None,
+        heartbeat_alarm: float = HEARTBEAT_ALARM,
     ) -> JetStreamSubscription:
         """Subscribe through a push consumer (ADR-15): found by name or created for you;
         ``ordered_consumer=True`` makes an ordered one (ADR-17). ``heartbeat_alarm``: after

@@ -159,6 +159,16 @@ def test_fetch_timeout_is_fetch_timeout_error(js: JetStream, stream: str) -> Non
             psub.fetch(batch, timeout=0.3)
         assert isinstance(info.value, nats.TimeoutError)
         assert isinstance(info.value, builtins.TimeoutError)
+    # nats-py's is_status_msg, on a pull of one's own: "no messages" is status 404.
+    inbox = js.nc.new_inbox()
+    own = js.nc.subscribe(inbox)
+    js.nc.publish(
+        f"$JS.API.CONSUMER.MSG.NEXT.{stream}.empty", b'{"batch":1,"no_wait":true}', reply=inbox
+    )
+    assert js.is_status_msg(own.next_msg(10)) == "404"
+    assert js.is_status_msg(Msg("a", "", b"x")) is None and js.is_status_msg(None) is None
+    assert js.PullSubscription is nats.PullSubscription
+    assert js.PushSubscription is nats.JetStreamSubscription
 
 
 def test_pull_subscribe_bind(js: JetStream, stream: str) -> None:
