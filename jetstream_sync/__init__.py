@@ -260,3 +260,30 @@ __all__ += [
     "KeyWrongLastSequenceError",
     "NoKeysError",
 ]
+
+# nats-py's JetStream names (issue 20)
+from .errors import (  # noqa: E402
+    ConsumerInvalidResetError,
+    FetchTimeoutError,
+    KeyValueLimitMarkerTTLNotSupportedError,
+    NotFoundError,
+    TooManyStalledMsgsError,
+)
+from .jetstream.api import (  # noqa: E402
+    ConsumerPause,
+    ConsumerReset,
+    StreamPurgeRequest,
+    StreamsListIterator,
+)
+
+__all__ += [
+    "ConsumerInvalidResetError",
+    "ConsumerPause",
+    "ConsumerReset",
+    "FetchTimeoutError",
+    "KeyValueLimitMarkerTTLNotSupportedError",
+    "NotFoundError",
+    "StreamPurgeRequest",
+    "StreamsListIterator",
+    "TooManyStalledMsgsError",
+]

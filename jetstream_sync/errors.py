@@ -11,6 +11,7 @@ message names the problem (the subject, the limit, the server's words) and never
     │   ├── BadTimeoutError                           negative, NaN or non-numeric timeout
     │   └── MaxPayloadError                           payload larger than the server allows
     ├── TimeoutError (also builtins.TimeoutError)     a deadline ran out
+    │   └── FetchTimeoutError                         a pull subscription's fetch got nothing
     ├── ConnectionClosedError                         the client is closed (or closing)
     ├── ConnectionLostError                           the connection dropped under a waiting call
     ├── NoServersError                                no server could be reached
@@ -32,7 +33,7 @@ message names the problem (the subject, the limit, the server's words) and never
         ├── JetStreamNotEnabledError                  no JetStream on the server or account
         ├── NoStreamResponseError                     a JS publish that no stream captured (503)
         ├── NotJSMessageError                         a message without a $JS.ACK reply
-        ├── PublishStalledError                       publish_async window full too long
+        ├── PublishStalledError (= TooManyStalledMsgsError)  publish_async window full too long
         ├── NoConsumerResponseError (also NoRespondersError)  a pull nobody answered (503)
         ├── NoHeartbeatError                          a consumer's idle heartbeats stopped coming
         ├── ConsumerSequenceMismatchError             a gap in a push consumer's sequence
@@ -51,21 +52,24 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── KeyWrongLastSequenceError (also StreamWrongLastSequenceError)  lost a CAS race
         │   ├── NoKeysError                           keys() / history() found nothing
         │   ├── KeyHistoryTooLargeError (also InvalidArgumentError)  history above 64
+        │   ├── KeyValueLimitMarkerTTLNotSupportedError   limit_marker_ttl on a server before 2.11
         │   ├── InvalidKeyError (also InvalidArgumentError)          a key KV cannot store
         │   └── InvalidBucketNameError (also ObjectStoreError, InvalidArgumentError)
         └── APIError(code, err_code, description)     the server's API error, by err_code:
-            ├── StreamNotFoundError                   10059
+            ├── NotFoundError                         any other 404 (nats-py's name), and:
+            │   ├── StreamNotFoundError               10059
+            │   ├── ConsumerNotFoundError             10014
+            │   └── NoMessageFoundError               10037 (or status 404 on direct get)
             ├── StreamNameAlreadyInUseError           10058
             ├── StreamSubjectOverlapError             10065
             ├── StreamWrongLastSequenceError          10071
             ├── StreamWrongLastMsgIdError             10070
             ├── StreamNotMatchError                   10060 (expected stream)
-            ├── ConsumerNotFoundError                 10014
             ├── ConsumerAlreadyExistsError            10148, 10013
             ├── ConsumerDoesNotExistError             10149 (update of a missing consumer)
-            ├── NoMessageFoundError                   10037 (or status 404 on direct get)
             ├── MessageTooLargeError                  10054
             ├── BadRequestError                       10003
+            │   └── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
             ├── PriorityGroupError                    10159-10162, 10178, 10196, 10197 (ADR-42)
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
@@ -134,6 +138,7 @@ __all__ = [
     "NoRespondersError",
     "NoServersError",
     "NoStreamResponseError",
+    "NotFoundError",
     "NotJSMessageError",
     "ObjectAlreadyExists",
     "ObjectAlreadyExistsError",
@@ -414,7 +419,12 @@ def api_call_words(subject: str) -> str:
     return "JetStream API call " + ".".join(tokens[start:])
 
 
-class StreamNotFoundError(APIError):
+class NotFoundError(APIError):
+    """A 404 of the JetStream API (nats-py's name): the parent of the "not found" errors
+    below, and what any other 404 answer is raised as."""
+
+
+class StreamNotFoundError(NotFoundError):
     """10059: stream not found."""
 
 
@@ -438,7 +448,7 @@ class StreamNotMatchError(APIError):
     """10060: expected_stream named another stream."""
 
 
-class ConsumerNotFoundError(APIError):
+class ConsumerNotFoundError(NotFoundError):
     """10014: consumer not found."""
 
 
@@ -450,7 +460,7 @@ class ConsumerDoesNotExistError(APIError):
     """10149: an update named a consumer that does not exist."""
 
 
-class NoMessageFoundError(APIError):
+class NoMessageFoundError(NotFoundError):
     """10037: no message at that sequence or subject."""
 
 
@@ -489,12 +499,15 @@ _API_ERRORS = {
 }
 
 
+_BY_CODE: dict[int, type[APIError]] = {503: ServiceUnavailableError, 404: NotFoundError}
+
+
 def api_error(code: int, err_code: int, description: str, subject: str = "") -> APIError:
     """The APIError subclass for an error answer; the one place err_codes are mapped."""
     if err_code in (10039, 10076):
         cls: type[APIError] = JetStreamNotEnabledAPIError
     else:
-        cls = _API_ERRORS.get(err_code) or (ServiceUnavailableError if code == 503 else APIError)
+        cls = _API_ERRORS.get(err_code) or _BY_CODE.get(code, APIError)
     return cls(code, err_code, description, subject=subject)
 
 
@@ -631,3 +644,40 @@ def map_os_error(exc: BaseException, *, where: str) -> NATSError:
         err = NATSError(f"{where}: {type(exc).__name__}: {exc}")
     err.__cause__ = exc
     return err
+
+
+# --- nats-py's JetStream error names (issue 20) --------------------------------------------
+#
+# NotFoundError, nats-py's parent of every 404, is defined above StreamNotFoundError (it is
+# their base class); the rest of nats.js.errors' names that this tree did not have are here.
+
+__all__ += [
+    "ConsumerInvalidResetError",
+    "FetchTimeoutError",
+    "KeyValueLimitMarkerTTLNotSupportedError",
+    "TooManyStalledMsgsError",
+]
+
+
+class FetchTimeoutError(TimeoutError):
+    """A pull subscription's ``fetch`` got no message within its timeout. A
+    :class:`TimeoutError` (and so a builtin ``TimeoutError``): ``except nats.TimeoutError``
+    catches it as before."""
+
+
+TooManyStalledMsgsError = PublishStalledError  # nats-py's name: publish_async's full window
+
+
+class ConsumerInvalidResetError(BadRequestError):
+    """10204: ``reset_consumer`` asked for a sequence its consumer's deliver policy does not
+    allow (below ``opt_start_seq``, say)."""
+
+
+_API_ERRORS[10204] = ConsumerInvalidResetError
+
+
+class KeyValueLimitMarkerTTLNotSupportedError(KeyValueError):
+    """A bucket's ``limit_marker_ttl`` needs nats-server 2.11 or later."""
+
+
+_API_CALLS["CONSUMER.RESET"] = ("reset consumer", ("stream", "consumer"))

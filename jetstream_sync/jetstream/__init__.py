@@ -16,6 +16,8 @@ from .api import (
     AckPolicy,
     ConsumerConfig,
     ConsumerInfo,
+    ConsumerPause,
+    ConsumerReset,
     DeliverPolicy,
     DiscardPolicy,
     PriorityPolicy,
@@ -27,6 +29,8 @@ from .api import (
     StoreCompression,
     StreamConfig,
     StreamInfo,
+    StreamPurgeRequest,
+    StreamsListIterator,
 )
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
@@ -54,7 +58,9 @@ __all__ = [
     "ConsumeContext",
     "ConsumerConfig",
     "ConsumerInfo",
+    "ConsumerPause",
     "ConsumerPinnedAdvisory",
+    "ConsumerReset",
     "ConsumerUnpinnedAdvisory",
     "DeadLetter",
     "DeadLetters",
@@ -88,6 +94,8 @@ __all__ = [
     "StoreCompression",
     "StreamConfig",
     "StreamInfo",
+    "StreamPurgeRequest",
+    "StreamsListIterator",
 ]
 
 # Key-Value

@@ -63,9 +63,12 @@ __all__ = [
     "ClusterInfo",
     "ConsumerConfig",
     "ConsumerInfo",
+    "ConsumerPause",
+    "ConsumerReset",
     "DeliverPolicy",
     "DiscardPolicy",
     "ExternalStream",
+    "Header",
     "LostStreamData",
     "NanoDatetime",
     "PeerInfo",
@@ -79,6 +82,7 @@ __all__ = [
     "ReplayPolicy",
     "RetentionPolicy",
     "SequenceInfo",
+    "StatusCode",
     "StorageType",
     "StoreCompression",
     "StreamAlternate",
@@ -86,9 +90,11 @@ __all__ = [
     "StreamConsumerLimits",
     "StreamConsumerSource",
     "StreamInfo",
+    "StreamPurgeRequest",
     "StreamSource",
     "StreamSourceInfo",
     "StreamState",
+    "StreamsListIterator",
     "SubjectTransform",
     "Tier",
     "check_consumer_name",
@@ -206,6 +212,9 @@ class AckPolicy(_ServerEnum):
     NONE = "none"
     ALL = "all"
     EXPLICIT = "explicit"
+    # ADR-60 (nats-server 2.14+): for the consumer a sourcing or mirroring stream reads a
+    # work-queue or interest stream through; that stream acks by answering flow control.
+    FLOW_CONTROL = "flow_control"
 
 
 class DeliverPolicy(_ServerEnum):
@@ -590,6 +599,11 @@ class ClusterInfo(Base):
     replicas: Optional[List[PeerInfo]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def traffic_acc(self) -> Optional[str]:
+        """nats-py's name for ``traffic_account`` (the server's JSON key is the latter)."""
+        return self.traffic_account
+
 
 @dataclass(repr=False)
 class APIErrorInfo(Base):
@@ -634,6 +648,38 @@ class StreamInfo(Base):
     alternates: Optional[List[StreamAlternate]] = None
     domain: Optional[str] = None
     ts: Optional[datetime] = None
+    did_create: Optional[bool] = None  # in add_stream's answer: False when it existed already
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+class StreamsListIterator:
+    """nats-py's page of ``STREAM.LIST``: iterates the StreamInfo of one answer; ``offset``
+    and ``total`` are the server's (``js.streams_info_iterator`` goes on to the next pages)."""
+
+    def __init__(self, offset: int, total: int, streams: List[Dict[str, Any]]) -> None:
+        self.offset = offset
+        self.total = total
+        self.streams = streams
+        self._index = 0
+
+    def __iter__(self) -> StreamsListIterator:
+        return self
+
+    def __next__(self) -> StreamInfo:
+        if self._index >= len(self.streams):
+            raise StopIteration
+        info = StreamInfo.from_dict(self.streams[self._index])
+        self._index += 1
+        return info
+
+
+@dataclass(repr=False)
+class StreamPurgeRequest(Base):
+    """The body of a purge (nats-py's model): below ``seq``, of ``filter``, all but ``keep``."""
+
+    seq: Optional[int] = None
+    filter: Optional[str] = None
+    keep: Optional[int] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -728,6 +774,37 @@ class ConsumerInfo(Base):
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
+@dataclass(repr=False)
+class ConsumerPause(Base):
+    """The answer to a pause or resume (nats-py's model). ``pause_remaining`` in seconds.
+
+    ``js.pause_consumer`` returns only ``paused`` (a bool); this is the whole answer."""
+
+    paused: bool = False
+    pause_until: Optional[datetime] = None
+    pause_remaining: Optional[float] = field(default=None, metadata=_NS)
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(repr=False)
+class ConsumerReset(Base):
+    """The answer to ``js.reset_consumer`` (ADR-60, nats-server 2.14+): the consumer's info
+    after the reset, and the stream sequence its next delivery starts at or above."""
+
+    info: ConsumerInfo = field(default_factory=ConsumerInfo)
+    reset_seq: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_answer(cls, data: Mapping[str, Any]) -> ConsumerReset:
+        """The server sends the ConsumerInfo's fields with ``reset_seq`` beside them."""
+        rest = {k: v for k, v in data.items() if k not in ("reset_seq", "type")}
+        seq = data.get("reset_seq", 0)
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise JetStreamError(f"malformed ConsumerReset.reset_seq {seq!r:.40}")
+        return cls(info=ConsumerInfo.from_dict(rest), reset_seq=seq)
+
+
 # --- publish acks, account info, stored messages ------------------------------------------------
 
 
@@ -812,6 +889,66 @@ class RawStreamMsg(Base):
     stream: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def hdrs(self) -> Optional[bytes]:
+        """nats-py's raw header block: ``headers`` as the bytes of a ``NATS/1.0`` block, or
+        None when the message has no headers."""
+        if not self.headers:
+            return None
+        return encode_headers(self.headers)
+
+    @property
+    def sequence(self) -> int:
+        """nats-py's name for ``seq``."""
+        return self.seq
+
+    @property
+    def header(self) -> Optional[Headers]:
+        """nats-py's name for ``headers``."""
+        return self.headers
+
+
+# --- header and status names (nats-py's constants) ------------------------------------------
+
+
+class Header(str, Enum):
+    """Header names of JetStream messages (nats-py's ``nats.js.api.Header``)."""
+
+    BATCH_COMMIT = "Nats-Batch-Commit"
+    BATCH_ID = "Nats-Batch-Id"
+    BATCH_SEQUENCE = "Nats-Batch-Sequence"
+    CONSUMER_STALLED = "Nats-Consumer-Stalled"
+    DESCRIPTION = "Description"
+    EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+    EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
+    EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+    EXPECTED_STREAM = "Nats-Expected-Stream"
+    INCR = "Nats-Incr"
+    LAST_CONSUMER = "Nats-Last-Consumer"
+    LAST_STREAM = "Nats-Last-Stream"
+    MSG_ID = "Nats-Msg-Id"
+    MSG_TTL = "Nats-TTL"
+    ROLLUP = "Nats-Rollup"
+    SCHEDULE = "Nats-Schedule"
+    SCHEDULE_NEXT = "Nats-Schedule-Next"
+    SCHEDULE_ROLLUP = "Nats-Schedule-Rollup"
+    SCHEDULE_SOURCE = "Nats-Schedule-Source"
+    SCHEDULE_TARGET = "Nats-Schedule-Target"
+    SCHEDULE_TIME_ZONE = "Nats-Schedule-Time-Zone"
+    SCHEDULE_TTL = "Nats-Schedule-TTL"
+    SCHEDULER = "Nats-Scheduler"
+    STATUS = "Status"
+
+
+class StatusCode(str, Enum):
+    """Status codes of JetStream status messages, as the text of the ``Status`` header."""
+
+    SERVICE_UNAVAILABLE = "503"
+    NO_MESSAGES = "404"
+    REQUEST_TIMEOUT = "408"
+    CONFLICT = "409"
+    CONTROL_MESSAGE = "100"
+
 
 # --- names -------------------------------------------------------------------------------------
 
@@ -838,3 +975,25 @@ def check_stream_name(name: object) -> str:
 def check_consumer_name(name: object) -> str:
     """Return ``name`` if it can name a consumer (same rules as streams), else raise."""
     return _check_name("consumer", name)
+
+
+# --- Key-Value and Object Store models, where nats-py has them ----------------------------------
+# They live in kv.py and object_store.py, which import this module: looked up on first use.
+
+_ELSEWHERE = {
+    "KeyValueConfig": "kv",
+    "ObjectStoreConfig": "object_store",
+    "ObjectLink": "object_store",
+    "ObjectMetaOptions": "object_store",
+    "ObjectMeta": "object_store",
+    "ObjectInfo": "object_store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)

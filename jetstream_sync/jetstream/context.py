@@ -18,6 +18,7 @@ from .._protocol import check_publish_subject
 from .._seam import core_of
 from .._timeouts import check_timeout
 from ..errors import api_call_words
+from ..msg import Msg
 from ._response import parse_api_response
 from .advisories import AdvisoryWatching
 from .consumer import ConsumerFactory
@@ -27,8 +28,8 @@ from .manager import JetStreamManager
 from .object_store import ObjectStoreFactory
 from .ordered import OrderedConsumerFactory
 from .publish import AsyncPublisher, Publisher
-from .pull import PullSubscriber
-from .push import PushSubscriber
+from .pull import PullSubscriber, PullSubscription
+from .push import JetStreamSubscription, PushSubscriber
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Client
@@ -51,6 +52,10 @@ class JetStream(
     ObjectStoreFactory,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
+
+    # nats-py's nested names for the subscription classes.
+    PullSubscription = PullSubscription
+    PushSubscription = JetStreamSubscription
 
     def __init__(
         self,
@@ -86,6 +91,16 @@ class JetStream(
         self._async_stall_wait = check_timeout(publish_async_stall_wait, "publish_async_stall_wait")
         self._async_lock = threading.Lock()
         self._async: Optional[AsyncPublisher] = None
+
+    @staticmethod
+    def is_status_msg(msg: Optional[Msg]) -> Optional[str]:
+        """nats-py's check: the status code of a status message (as text, "404"), else
+        None. The subscriptions never hand status messages to the user; this is for
+        messages of one's own core subscriptions."""
+        if msg is None:
+            return None
+        status = msg.status
+        return None if status is None else str(status)
 
     @property
     def nc(self) -> Client:

@@ -9,7 +9,18 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from .. import errors
 from .._protocol import check_publish_subject, check_subscribe_subject
@@ -110,11 +121,24 @@ class JetStreamManager:
             raise errors.JetStreamError(f"several streams capture {subject!r}: {names}")
         return names[0]
 
-    def streams_info(self, subject: Optional[str] = None) -> List[api.StreamInfo]:
-        return [
-            api.StreamInfo.from_dict(d)
-            for d in self._paged("STREAM.LIST", "streams", subject=subject)
-        ]
+    def streams_info(self, subject: Optional[str] = None, offset: int = 0) -> List[api.StreamInfo]:
+        """Every stream's info (all pages), from the ``offset``-th on; with ``subject``,
+        of the streams that capture it. nats-py's ``streams_info(offset)`` works too: an
+        int first argument is the offset."""
+        if isinstance(subject, int) and not isinstance(subject, bool):
+            subject, offset = None, subject
+        return list(self.streams_info_iterator(offset, subject=subject))
+
+    def streams_info_iterator(
+        self, offset: int = 0, *, subject: Optional[str] = None
+    ) -> Iterator[api.StreamInfo]:
+        """The streams' info one by one, a page asked for when the one before is used up
+        (nats-py's iterator holds one page; this one goes on to the last)."""
+        offset = _positive(offset, "offset", allow_zero=True)
+        if subject is not None:
+            check_subscribe_subject(subject)
+        pages = self._paged("STREAM.LIST", "streams", subject=subject, offset=offset)
+        return (api.StreamInfo.from_dict(d) for d in pages)
 
     def purge_stream(
         self,
@@ -125,9 +149,17 @@ class JetStreamManager:
     ) -> int:
         """Remove messages (all, or of ``subject``, below ``seq``, or all but ``keep``).
 
-        Returns how many were purged.
+        Returns how many were purged (nats-py returns True). nats-py's positional order
+        ``purge_stream(name, seq, subject)`` works too: a subject is a str and a sequence
+        an int, so an int second argument is taken as ``seq``.
         """
         name = api.check_stream_name(name)
+        if isinstance(subject, int) and not isinstance(subject, bool):
+            if seq is not None and not isinstance(seq, str):
+                raise errors.InvalidArgumentError(
+                    f"purge_stream: subject must be a str, got {subject!r} (and seq={seq!r})"
+                )
+            subject, seq = seq, subject
         if seq is not None and keep is not None:
             raise errors.InvalidArgumentError("purge_stream: give seq or keep, not both")
         body: Dict[str, Any] = {}
@@ -147,14 +179,38 @@ class JetStreamManager:
 
     def get_msg(
         self,
-        stream: str,
+        stream: Optional[str] = None,
         seq: Optional[int] = None,
         last_by_subject: Optional[str] = None,
         next_by_subject: Optional[str] = None,
         direct: bool = False,
+        *,
+        subject: Optional[str] = None,
+        next: bool = False,
+        stream_name: Optional[str] = None,
     ) -> api.RawStreamMsg:
         """One stored message: by ``seq``, the last on a subject, or the next on a subject
-        from ``seq``. ``direct=True`` asks any replica (the stream needs ``allow_direct``)."""
+        from ``seq``. ``direct=True`` asks any replica (the stream needs ``allow_direct``).
+
+        nats-py's keywords work too: ``stream_name`` for ``stream``; ``subject`` is
+        ``last_by_subject``, or with ``next=True`` ``next_by_subject`` (the first message on
+        it at or after ``seq``). Positionally, only ``stream, seq`` are the same as nats-py's.
+        """
+        stream = _either(stream, stream_name, "stream", "stream_name", "get_msg")
+        if not isinstance(next, bool):
+            raise errors.InvalidArgumentError(f"next must be a bool, got {next!r}")
+        if subject is not None:
+            if last_by_subject is not None or next_by_subject is not None:
+                raise errors.InvalidArgumentError(
+                    "get_msg: give subject (nats-py's name) or last_by_subject / "
+                    "next_by_subject, not both"
+                )
+            if next:
+                next_by_subject = subject
+            else:
+                last_by_subject = subject
+        elif next:
+            raise errors.InvalidArgumentError("get_msg: next=True needs a subject")
         stream = api.check_stream_name(stream)
         body: Dict[str, Any] = {}
         if seq is not None:
@@ -176,6 +232,13 @@ class JetStreamManager:
         if not isinstance(message, dict):
             raise errors.JetStreamError(f"malformed message in the answer: {message!r:.40}")
         return api.RawStreamMsg.from_dict({**message, "stream": stream})
+
+    def get_last_msg(
+        self, stream_name: str, subject: str, direct: bool = False
+    ) -> api.RawStreamMsg:
+        """The last message stored on ``subject`` (nats-py's name for
+        ``get_msg(stream, last_by_subject=subject)``)."""
+        return self.get_msg(stream_name, last_by_subject=subject, direct=direct)
 
     def _direct_get(self, stream: str, body: Dict[str, Any]) -> api.RawStreamMsg:
         subject = f"{self._prefix}.DIRECT.GET.{stream}"
@@ -237,27 +300,48 @@ class JetStreamManager:
             if sub.is_valid:
                 sub.unsubscribe()
 
-    def delete_msg(self, stream: str, seq: int, erase: bool = False) -> bool:
-        """Delete one message; ``erase=True`` also overwrites its storage."""
-        stream = api.check_stream_name(stream)
+    def delete_msg(
+        self,
+        stream: Optional[str] = None,
+        seq: Optional[int] = None,
+        erase: bool = False,
+        *,
+        stream_name: Optional[str] = None,
+    ) -> bool:
+        """Delete one message; ``erase=True`` also overwrites its storage. ``stream_name``
+        is nats-py's name for ``stream``."""
+        stream = api.check_stream_name(
+            _either(stream, stream_name, "stream", "stream_name", "delete_msg")
+        )
+        if seq is None:
+            raise errors.InvalidArgumentError("delete_msg needs seq")
         body = {"seq": _positive(seq, "seq"), "no_erase": not erase}
         return bool(self._api(f"STREAM.MSG.DELETE.{stream}", body).get("success"))
 
     # --- consumers ----------------------------------------------------------------------
 
     def add_consumer(
-        self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
+        self,
+        stream: str,
+        config: Optional[api.ConsumerConfig] = None,
+        timeout: Optional[float] = None,
+        **fields: Any,
     ) -> api.ConsumerInfo:
         """Create a consumer; the same config again is fine, a different one is
         :class:`ConsumerAlreadyExistsError`. ``ack_policy`` defaults to explicit, as in
-        nats-py (the server's own default, none, would make every ack a no-op)."""
-        return self._upsert_consumer(stream, config, fields, "create")
+        nats-py (the server's own default, none, would make every ack a no-op).
+        ``timeout``: of this call (default: the context's)."""
+        return self._upsert_consumer(stream, config, fields, "create", timeout)
 
     def update_consumer(
-        self, stream: str, config: Optional[api.ConsumerConfig] = None, **fields: Any
+        self,
+        stream: str,
+        config: Optional[api.ConsumerConfig] = None,
+        timeout: Optional[float] = None,
+        **fields: Any,
     ) -> api.ConsumerInfo:
         """Change an existing consumer; a missing one is :class:`ConsumerDoesNotExistError`."""
-        return self._upsert_consumer(stream, config, fields, "update")
+        return self._upsert_consumer(stream, config, fields, "update", timeout)
 
     def _upsert_consumer(
         self,
@@ -265,6 +349,7 @@ class JetStreamManager:
         config: Optional[api.ConsumerConfig],
         fields: Mapping[str, Any],
         action: str,
+        timeout: Optional[float] = None,
     ) -> api.ConsumerInfo:
         stream = api.check_stream_name(stream)
         cfg = _config(api.ConsumerConfig, config, fields, "config")
@@ -299,14 +384,23 @@ class JetStreamManager:
             subject = f"CONSUMER.CREATE.{stream}.{name}"
             if cfg.filter_subject and not cfg.filter_subjects:
                 subject += f".{cfg.filter_subject}"
-        return api.ConsumerInfo.from_dict(self._api(subject, body))
+        return api.ConsumerInfo.from_dict(self._api(subject, body, timeout))
 
     def _legacy_consumer_api(self) -> bool:
         return _version(self._nc.server_info.get("version", "")) < (2, 9, 0)
 
-    def delete_consumer(self, stream: str, name: str) -> bool:
+    def delete_consumer(
+        self,
+        stream: str,
+        name: Optional[str] = None,
+        *,
+        consumer: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> bool:
+        """Delete a consumer (``consumer`` is nats-py's keyword for ``name``)."""
+        name = _either(name, consumer, "name", "consumer", "delete_consumer")
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
-        return bool(self._api(f"CONSUMER.DELETE.{stream}.{name}").get("success"))
+        return bool(self._api(f"CONSUMER.DELETE.{stream}.{name}", None, timeout).get("success"))
 
     def _delete_consumer_nowait(self, stream: str, name: str) -> None:
         """Ask for a deletion without waiting for the answer: an ordered consumer dropping an
@@ -320,33 +414,93 @@ class JetStreamManager:
         except errors.NATSError:
             pass
 
-    def consumer_info(self, stream: str, name: str) -> api.ConsumerInfo:
+    def consumer_info(
+        self,
+        stream: str,
+        name: Optional[str] = None,
+        timeout: Optional[float] = None,
+        *,
+        consumer: Optional[str] = None,
+    ) -> api.ConsumerInfo:
+        """A consumer's config and state (``consumer`` is nats-py's keyword for ``name``)."""
+        name = _either(name, consumer, "name", "consumer", "consumer_info")
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
-        return api.ConsumerInfo.from_dict(self._api(f"CONSUMER.INFO.{stream}.{name}"))
+        return api.ConsumerInfo.from_dict(
+            self._api(f"CONSUMER.INFO.{stream}.{name}", None, timeout)
+        )
 
     def consumer_names(self, stream: str) -> List[str]:
         stream = api.check_stream_name(stream)
         return list(self._paged(f"CONSUMER.NAMES.{stream}", "consumers", item=str))
 
-    def consumers_info(self, stream: str) -> List[api.ConsumerInfo]:
+    def consumers_info(self, stream: str, offset: int = 0) -> List[api.ConsumerInfo]:
+        """Every consumer's info (all pages), from the ``offset``-th on."""
         stream = api.check_stream_name(stream)
+        offset = _positive(offset, "offset", allow_zero=True)
         return [
             api.ConsumerInfo.from_dict(d)
-            for d in self._paged(f"CONSUMER.LIST.{stream}", "consumers")
+            for d in self._paged(f"CONSUMER.LIST.{stream}", "consumers", offset=offset)
         ]
 
-    def pause_consumer(self, stream: str, name: str, pause_until: _dt.datetime) -> bool:
-        """Pause delivery until ``pause_until`` (an aware datetime). Returns paused."""
+    def pause_consumer(
+        self,
+        stream: str,
+        name: Optional[str] = None,
+        pause_until: Union[_dt.datetime, str, None] = None,
+        timeout: Optional[float] = None,
+        *,
+        consumer: Optional[str] = None,
+    ) -> bool:
+        """Pause delivery until ``pause_until``: an aware datetime, or an RFC 3339 string
+        as nats-py takes. Returns paused (nats-py returns the whole answer, a
+        :class:`~jetstream_sync.jetstream.api.ConsumerPause`). ``consumer`` is nats-py's
+        keyword for ``name``."""
+        name = _either(name, consumer, "name", "consumer", "pause_consumer")
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
+        if isinstance(pause_until, str):
+            try:
+                pause_until = api.parse_time(pause_until)
+            except ValueError as exc:
+                raise errors.InvalidArgumentError(f"pause_until: {exc}") from None
         if not isinstance(pause_until, _dt.datetime) or pause_until.tzinfo is None:
-            raise errors.InvalidArgumentError("pause_until must be a timezone-aware datetime")
+            raise errors.InvalidArgumentError(
+                "pause_until must be a timezone-aware datetime or an RFC 3339 string, got "
+                f"{pause_until!r}"
+            )
         body = {"pause_until": api.format_time(pause_until)}
-        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", body).get("paused"))
+        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout).get("paused"))
 
-    def resume_consumer(self, stream: str, name: str) -> bool:
+    def resume_consumer(
+        self,
+        stream: str,
+        name: Optional[str] = None,
+        timeout: Optional[float] = None,
+        *,
+        consumer: Optional[str] = None,
+    ) -> bool:
         """Resume a paused consumer. Returns whether it is still paused (False)."""
+        name = _either(name, consumer, "name", "consumer", "resume_consumer")
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
-        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", {}).get("paused"))
+        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout).get("paused"))
+
+    def reset_consumer(
+        self,
+        stream: str,
+        consumer: str,
+        seq: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> api.ConsumerReset:
+        """Reset a consumer's delivery state (ADR-60, nats-server 2.14+): pending and
+        redelivered counts cleared, its delivery sequence starts again at 1. With ``seq``
+        (> 0) the next delivery is at stream sequence ``seq`` or after; without, it resumes
+        above the ack floor. A ``seq`` the deliver policy forbids (below ``opt_start_seq``,
+        say) is :class:`~jetstream_sync.errors.ConsumerInvalidResetError`."""
+        stream, consumer = api.check_stream_name(stream), api.check_consumer_name(consumer)
+        body = None
+        if seq is not None and _positive(seq, "seq", allow_zero=True):
+            body = {"seq": seq}
+        answer = self._api(f"CONSUMER.RESET.{stream}.{consumer}", body, timeout)
+        return api.ConsumerReset.from_answer(answer)
 
     def unpin_consumer(self, stream: str, consumer: str, group: str) -> None:
         """Unpin the pinned client of a priority group (ADR-42)."""
@@ -357,11 +511,16 @@ class JetStreamManager:
     # --- paging -------------------------------------------------------------------------
 
     def _paged(
-        self, suffix: str, key: str, subject: Optional[str] = None, item: type = dict
+        self,
+        suffix: str,
+        key: str,
+        subject: Optional[str] = None,
+        item: type = dict,
+        offset: int = 0,
     ) -> Iterator[Any]:
-        """Every item of a paged list answer, page after page, until ``total`` is reached.
-        Each item must be an ``item`` (a JSON object, or a string for the NAMES lists)."""
-        offset = 0
+        """Every item of a paged list answer from ``offset`` on, page after page, until
+        ``total`` is reached. Each item must be an ``item`` (a JSON object, or a string for
+        the NAMES lists)."""
         for _ in range(100_000):  # a server that never ends its list must not loop forever
             body: Dict[str, Any] = {"offset": offset}
             if subject is not None:
@@ -396,6 +555,19 @@ def _check_filters(cfg: api.ConsumerConfig) -> None:
             )
         for f in cfg.filter_subjects:
             check_subscribe_subject(f, "filter_subjects entry")
+
+
+def _either(ours: Optional[str], theirs: Optional[str], name: str, alias: str, call: str) -> str:
+    """One argument that has our name and nats-py's: either may be given, or both if equal."""
+    if ours is None:
+        if theirs is None:
+            raise errors.InvalidArgumentError(f"{call} needs {name} (or {alias})")
+        return theirs
+    if theirs is not None and theirs != ours:
+        raise errors.InvalidArgumentError(
+            f"{call}: {name} {ours!r} and {alias} {theirs!r} differ ({alias} is nats-py's name)"
+        )
+    return ours
 
 
 def _positive(value: Any, what: str, allow_zero: bool = False) -> int:

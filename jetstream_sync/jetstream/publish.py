@@ -23,7 +23,7 @@ import threading
 import time
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import _base as _futures_base
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .. import errors
 from .._seam import raw_headers
@@ -43,6 +43,7 @@ EXPECTED_STREAM = "Nats-Expected-Stream"
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+MSG_TTL = "Nats-TTL"
 
 _SWEEP = 0.05  # how often the timer looks for expired futures, seconds
 _COND_LOCK = threading.Lock()  # makes AckFuture conditions, and settles futures without one
@@ -91,6 +92,54 @@ def publish_headers(
     for name, value in extra:
         merged.add(name, value)
     return merged
+
+
+def nats_py_names(
+    data: bytes,
+    payload: Optional[bytes],
+    expected_stream: Optional[str],
+    stream: Optional[str],
+    headers: Optional[HeadersLike],
+    msg_ttl: Optional[Union[float, str]],
+) -> Tuple[bytes, Optional[str], Optional[HeadersLike]]:
+    """nats-py's spellings of publish's arguments: ``payload`` for ``data``, ``stream`` for
+    ``expected_stream``, and ``msg_ttl`` (the ``Nats-TTL`` header). Returns the data, the
+    expected stream and the headers with the TTL."""
+    if payload is not None:
+        if data:
+            raise errors.InvalidArgumentError(
+                "give data or payload (nats-py's name for it), not both"
+            )
+        data = payload
+    if stream is not None:
+        if expected_stream is not None and expected_stream != stream:
+            raise errors.InvalidArgumentError(
+                f"stream {stream!r} and expected_stream {expected_stream!r} differ (stream is "
+                "nats-py's name for expected_stream)"
+            )
+        expected_stream = stream
+    if msg_ttl is not None:
+        merged = Headers(headers) if headers else Headers()
+        merged.add(MSG_TTL, _ttl_text(msg_ttl))
+        headers = merged
+    return data, expected_stream, headers
+
+
+def _ttl_text(ttl: Union[float, str]) -> str:
+    """A message TTL as the server reads it: whole seconds (at least 1), or "never"."""
+    if isinstance(ttl, str):
+        if ttl.lower() == "never":
+            return "never"
+    elif (
+        not isinstance(ttl, bool)
+        and isinstance(ttl, (int, float))
+        and 1 <= ttl < float("inf")  # NaN fails both comparisons
+    ):
+        return str(int(ttl))
+    raise errors.InvalidArgumentError(
+        f"msg_ttl must be a number of seconds >= 1 (fractions are dropped: the server keeps "
+        f'whole seconds) or "never", got {ttl!r}'
+    )
 
 
 # The shape nearly every ack has; parsed without json or the generic model converter.
@@ -162,9 +211,24 @@ class Publisher:
         expected_last_msg_id: Optional[str] = None,
         expected_last_subject_seq: Optional[int] = None,
         timeout: Optional[float] = None,
+        *,
+        payload: Optional[bytes] = None,
+        stream: Optional[str] = None,
+        msg_ttl: Optional[Union[float, str]] = None,
     ) -> api.PubAck:
-        """Publish to a stream and wait for its ack (a :class:`PubAck`)."""
+        """Publish to a stream and wait for its ack (a :class:`PubAck`).
+
+        nats-py's keywords work too: ``payload`` (for ``data``), ``stream`` (for
+        ``expected_stream``), and ``msg_ttl``: this message's time to live in seconds
+        (``Nats-TTL``; whole seconds, at least 1, or ``"never"``), on a stream with
+        ``allow_msg_ttl``. nats-py's positional order (``subject, payload, timeout``) is not
+        ours: pass ``timeout`` by keyword.
+        """
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
+        if payload is not None or stream is not None or msg_ttl is not None:
+            data, expected_stream, headers = nats_py_names(
+                data, payload, expected_stream, stream, headers, msg_ttl
+            )
         hdrs = publish_headers(
             headers,
             msg_id,
@@ -219,13 +283,28 @@ class Publisher:
         expected_last_msg_id: Optional[str] = None,
         expected_last_subject_seq: Optional[int] = None,
         timeout: Optional[float] = None,
+        *,
+        payload: Optional[bytes] = None,
+        stream: Optional[str] = None,
+        msg_ttl: Optional[Union[float, str]] = None,
+        wait_stall: Optional[float] = None,
     ) -> Future[api.PubAck]:
         """Publish without waiting; the Future resolves to the PubAck or the error.
 
-        ``timeout`` is this message's ack timeout (default: the context's).
+        ``timeout`` is this message's ack timeout (default: the context's). When
+        ``publish_async_max_pending`` acks are outstanding, the call waits for room up to
+        ``wait_stall`` seconds (default: the context's ``publish_async_stall_wait``), then
+        raises :class:`PublishStalledError` (nats-py's ``TooManyStalledMsgsError``).
+        ``payload``, ``stream`` and ``msg_ttl`` as in :meth:`publish`.
         """
         if timeout is not None:
             timeout = check_timeout(timeout, "timeout")
+        if wait_stall is not None:
+            wait_stall = check_timeout(wait_stall, "wait_stall")
+        if payload is not None or stream is not None or msg_ttl is not None:
+            data, expected_stream, headers = nats_py_names(
+                data, payload, expected_stream, stream, headers, msg_ttl
+            )
         if (
             msg_id is None
             and expected_stream is None
@@ -246,7 +325,7 @@ class Publisher:
         pub = self._async
         if pub is None or pub.closed:
             pub = self._async_publisher()
-        return pub.publish(subject, data, hdrs, timeout)
+        return pub.publish(subject, data, hdrs, timeout, wait_stall)
 
     def publish_async_completed(self, timeout: float = 30.0) -> None:
         """Wait until every publish_async future has resolved."""
@@ -257,7 +336,8 @@ class Publisher:
 
     @property
     def publish_async_pending(self) -> int:
-        """How many publish_async acks are outstanding."""
+        """How many publish_async acks are outstanding. A property (nats-py has a method,
+        ``js.publish_async_pending()``: drop the parentheses)."""
         pub = self._async
         return 0 if pub is None else pub.pending
 
@@ -429,12 +509,18 @@ class AsyncPublisher:
         return len(self._pending)
 
     def publish(
-        self, subject: str, data: bytes, headers: Optional[HeadersLike], timeout: Optional[float]
+        self,
+        subject: str,
+        data: bytes,
+        headers: Optional[HeadersLike],
+        timeout: Optional[float],
+        stall_wait: Optional[float] = None,
     ) -> Future[api.PubAck]:
-        """Send one message; ``timeout`` None is the context's ack timeout. Hot."""
+        """Send one message; ``timeout`` None is the context's ack timeout, ``stall_wait``
+        None the context's wait for room in the window. Hot."""
         pending = self._pending
         if len(pending) >= self._max_pending:
-            self._wait_for_room()
+            self._wait_for_room(self._stall_wait if stall_wait is None else stall_wait)
         token = str(next(self._ids))
         fut = _new(AckFuture)  # AckFuture(dispatch) without the call: this path is hot
         fut._dispatch = self._dispatch
@@ -451,8 +537,8 @@ class AsyncPublisher:
             raise
         return fut
 
-    def _wait_for_room(self) -> None:
-        deadline = time.monotonic() + self._stall_wait
+    def _wait_for_room(self, stall_wait: float) -> None:
+        deadline = time.monotonic() + stall_wait
         ok = True
         with self._room:
             self._waiting_room += 1
@@ -469,7 +555,7 @@ class AsyncPublisher:
         if not ok:
             raise errors.PublishStalledError(
                 f"publish_async: {len(self._pending)} acks outstanding (the window is "
-                f"{self._max_pending}) and none came back within {self._stall_wait} s"
+                f"{self._max_pending}) and none came back within {stall_wait} s"
             )
         if self.closed:
             raise errors.ConnectionClosedError("publish_async: the client is closed")

@@ -38,9 +38,10 @@ import json
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from .. import errors
+from .._protocol import check_publish_subject
 from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
@@ -114,6 +115,32 @@ def _check_flag(value: Any) -> bool:
     return value
 
 
+def _check_limit(value: Any, what: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise errors.InvalidArgumentError(f"{what} must be an int >= 1 or None, got {value!r}")
+    return value
+
+
+def check_inbox_prefix(prefix: Any) -> Optional[str]:
+    """nats-py's ``inbox_prefix`` (bytes, ending in a dot) or a str; the dot is optional."""
+    if prefix is None:
+        return None
+    if isinstance(prefix, (bytes, bytearray)):
+        try:
+            prefix = bytes(prefix).decode()
+        except UnicodeDecodeError:
+            raise errors.BadSubjectError(f"inbox_prefix is not UTF-8: {prefix!r}") from None
+    if not isinstance(prefix, str):
+        raise errors.InvalidArgumentError(
+            f"inbox_prefix must be a str or bytes, got {type(prefix).__name__}"
+        )
+    trimmed = prefix[:-1] if prefix.endswith(".") else prefix
+    check_publish_subject(trimmed, "inbox_prefix")
+    return trimmed
+
+
 def _check_batch(batch: Any) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise errors.InvalidArgumentError(f"batch must be an int >= 1, got {batch!r}")
@@ -130,6 +157,9 @@ class PullSubscription:
         info: api.ConsumerInfo,
         subject: Optional[str],
         created: bool,
+        inbox_prefix: Optional[str] = None,
+        pending_msgs_limit: Optional[int] = None,
+        pending_bytes_limit: Optional[int] = None,
     ) -> None:
         consumer = info.name
         self._js = js
@@ -145,7 +175,17 @@ class PullSubscription:
         self._next_subject = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
         self._q: queue.SimpleQueue[Msg] = queue.SimpleQueue()
         self._lock = threading.Lock()  # one fetch at a time
-        self._one_prefix = self._nc.new_inbox() + "."
+        self._inbox_prefix = inbox_prefix
+        # What is queued: bytes counted in by the reading thread and out by the fetching one
+        # (each counter has one writer); the limits drop what comes past them.
+        self._msgs_limit = pending_msgs_limit
+        self._bytes_limit = pending_bytes_limit
+        self._limited = pending_msgs_limit is not None or pending_bytes_limit is not None
+        self._bytes_in = 0
+        self._bytes_out = 0
+        self._dropped = 0
+        self._delivered = 0
+        self._one_prefix = self._new_inbox() + "."
         self._one_sub: Optional[Subscription] = None
         self._one_ids = itertools.count(1)
         self._closed = False
@@ -161,10 +201,45 @@ class PullSubscription:
 
     # --- reader side --------------------------------------------------------------------
 
+    def _new_inbox(self) -> str:
+        inbox = self._nc.new_inbox()
+        if self._inbox_prefix is None:
+            return inbox
+        return f"{self._inbox_prefix}.{inbox.rsplit('.', 1)[1]}"
+
     def _on_msg(self, msg: Msg) -> bool:
         """Network thread: every inbox of this subscription feeds the one queue."""
+        size = len(msg.data)
+        if self._limited and self._over_limit(size) and classify(msg) is None:
+            self._drop()
+            return True
+        self._bytes_in += size
         self._q.put(msg)
         return True
+
+    def _over_limit(self, size: int) -> bool:
+        if self._msgs_limit is not None and self._q.qsize() >= self._msgs_limit:
+            return True
+        limit = self._bytes_limit
+        return limit is not None and self._bytes_in - self._bytes_out + size > limit
+
+    def _drop(self) -> None:
+        """A message past the pending limits is dropped (not acked: the server redelivers
+        it after its ack wait), reported as a slow consumer the first time and every 1000."""
+        self._dropped += 1
+        if self._dropped % 1000 == 1:
+            self._core.report(
+                errors.SlowConsumerError(
+                    f"{self._where}: pending limits reached ({self._msgs_limit} messages, "
+                    f"{self._bytes_limit} bytes); {self._dropped} dropped so far",
+                    subject=self.subject or "",
+                    dropped=self._dropped,
+                )
+            )
+
+    def _took(self, msg: Msg) -> Msg:
+        self._bytes_out += len(msg.data)
+        return msg
 
     def _on_client_closed(self) -> None:
         self._q.put(_CLOSED)
@@ -196,8 +271,40 @@ class PullSubscription:
         On a consumer with priority groups (ADR-42) ``group`` is required, with
         ``min_pending`` / ``min_ack_pending`` (overflow) or ``priority`` (prioritized);
         under pinned_client the pin is kept from one fetch to the next (see ``pin_id``).
+
+        The timeout is :class:`~jetstream_sync.errors.FetchTimeoutError` (nats-py's name),
+        a :class:`~jetstream_sync.TimeoutError`.
         """
+        msgs = self._fetch(
+            batch,
+            timeout,
+            heartbeat,
+            heartbeat_alarm,
+            group,
+            min_pending,
+            min_ack_pending,
+            priority,
+        )
+        self._delivered += len(msgs)
+        return msgs
+
+    def _fetch(
+        self,
+        batch: int,
+        timeout: float,
+        heartbeat: Optional[float],
+        heartbeat_alarm: float,
+        group: Optional[str],
+        min_pending: Optional[int],
+        min_ack_pending: Optional[int],
+        priority: Optional[int],
+    ) -> List[Msg]:
         batch = _check_batch(batch)
+        if self._msgs_limit is not None and batch > self._msgs_limit:
+            raise errors.InvalidArgumentError(
+                f"fetch batch {batch} is above the subscription's pending_msgs_limit "
+                f"({self._msgs_limit}): the batch's own messages would be dropped"
+            )
         # The default needs no check: fetch(1) is a hot path.
         alarm = heartbeat_alarm
         if alarm is not PULL_HEARTBEAT_ALARM:
@@ -218,7 +325,7 @@ class PullSubscription:
         # With timeout=0 the deadline bounds only the wait for the no_wait pull's answer.
         deadline = Deadline(self._js._timeout if no_wait else t, self._fetch_what)
         if not self._lock.acquire(timeout=t):
-            raise errors.TimeoutError(
+            raise errors.FetchTimeoutError(
                 f"fetch from {self._where}: another thread's fetch held it for {t} s"
             )
         # This thread reads the answers: the network thread sleeps on.
@@ -248,7 +355,7 @@ class PullSubscription:
                     )
                 except PinLost:
                     continue
-            raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
+            raise errors.FetchTimeoutError(f"fetch from {self._where}: no message came in time")
         finally:
             self._core.quiet_end(quiet)
             self._lock.release()
@@ -275,7 +382,7 @@ class PullSubscription:
         q = self._q
         while len(msgs) < batch:
             try:
-                msg = q.get_nowait()
+                msg = self._took(q.get_nowait())
             except queue.Empty:
                 break
             if msg is _CLOSED:
@@ -313,6 +420,7 @@ class PullSubscription:
         if msg is _CLOSED:
             q.put(msg)
             raise errors.ConnectionClosedError(f"fetch from {self._where}: the client closed")
+        self._bytes_out += len(msg.data)
         return msg
 
     def _send(self, body: bytes, reply: str) -> None:
@@ -340,7 +448,7 @@ class PullSubscription:
         while True:
             msg = self._get(deadline.remaining())
             if msg is None:
-                raise errors.TimeoutError(
+                raise errors.FetchTimeoutError(
                     f"fetch from {self._where}: no answer to the pull within its timeout"
                 )
             kind = classify(msg)
@@ -367,7 +475,7 @@ class PullSubscription:
         """One pull of up to ``batch``: a no_wait pull first when ``no_wait_first``, and a
         long pull on the same inbox when that finds nothing and ``long_pull`` allows."""
         core = self._core
-        inbox = self._nc.new_inbox()
+        inbox = self._new_inbox()
         sub = core.subscribe(inbox, None, None, None, _BIG, _BIG, hook=self._on_msg)
         msgs: List[Msg] = []
         finished = False  # the server will send nothing more to this inbox
@@ -441,7 +549,7 @@ class PullSubscription:
             else:
                 core.retire(sub)  # the pull may still deliver: keep what comes
         if not msgs:
-            raise errors.TimeoutError(f"fetch from {self._where}: no message came in time")
+            raise errors.FetchTimeoutError(f"fetch from {self._where}: no message came in time")
         return msgs
 
     def _send_long(
@@ -478,6 +586,21 @@ class PullSubscription:
     def pending(self) -> int:
         """Messages received after their fetch returned; the next fetch returns them."""
         return self._q.qsize()
+
+    @property
+    def pending_msgs(self) -> int:
+        """nats-py's name for :attr:`pending` (what is queued for the next fetch)."""
+        return self._q.qsize()
+
+    @property
+    def pending_bytes(self) -> int:
+        """The payload bytes of the messages queued for the next fetch."""
+        return max(0, self._bytes_in - self._bytes_out)
+
+    @property
+    def delivered(self) -> int:
+        """How many messages fetch has returned."""
+        return self._delivered
 
     def unsubscribe(self, delete_consumer: bool = False) -> None:
         """Stop: remove the inboxes. An ephemeral consumer pull_subscribe made is deleted; a
@@ -527,10 +650,24 @@ class PullSubscriber:
         durable: Optional[str] = None,
         stream: Optional[str] = None,
         config: Optional[api.ConsumerConfig] = None,
+        pending_msgs_limit: Optional[int] = None,
+        pending_bytes_limit: Optional[int] = None,
+        inbox_prefix: Union[str, bytes, None] = None,
     ) -> PullSubscription:
         """Bind to a durable pull consumer, creating it when missing (or an ephemeral one
-        when ``durable`` is None). ``stream`` is found from ``subject`` when not given."""
+        when ``durable`` is None). ``stream`` is found from ``subject`` when not given.
+
+        ``pending_msgs_limit`` / ``pending_bytes_limit`` bound what is queued for the
+        subscription (None: no bound); a message past them is dropped, unacked, and the
+        server redelivers it after its ack wait; :class:`SlowConsumerError` goes to
+        error_cb. A fetch may not ask for more than ``pending_msgs_limit``.
+        ``inbox_prefix`` is the prefix of the subscription's pull inboxes (default: the
+        client's), for accounts allowed to subscribe only below some prefix.
+        """
         js: JetStream = self  # type: ignore[assignment]
+        msgs_limit = _check_limit(pending_msgs_limit, "pending_msgs_limit")
+        bytes_limit = _check_limit(pending_bytes_limit, "pending_bytes_limit")
+        prefix = check_inbox_prefix(inbox_prefix)
         if config is not None and not isinstance(config, api.ConsumerConfig):
             raise errors.InvalidArgumentError(
                 f"config must be a ConsumerConfig, got {type(config).__name__}"
@@ -592,7 +729,43 @@ class PullSubscriber:
                 info = js.consumer_info(stream, durable)  # made meanwhile by another process
         if not created:
             _check_bound(info, subject, config)
-        return PullSubscription(js, stream, info, subject, created)
+        return PullSubscription(js, stream, info, subject, created, prefix, msgs_limit, bytes_limit)
+
+    def pull_subscribe_bind(
+        self,
+        consumer: Optional[str] = None,
+        stream: Optional[str] = None,
+        inbox_prefix: Union[str, bytes, None] = None,
+        pending_msgs_limit: Optional[int] = None,
+        pending_bytes_limit: Optional[int] = None,
+        name: Optional[str] = None,
+        durable: Optional[str] = None,
+    ) -> PullSubscription:
+        """Bind to an existing pull consumer of ``stream`` without creating anything
+        (nats-py's call): the consumer is named by ``consumer``, or ``durable`` / ``name``
+        (nats-py's older spellings; several must agree). A missing consumer is
+        :class:`ConsumerNotFoundError`; a push consumer :class:`ConsumerIsPushBasedError`.
+        The consumer stays when the subscription ends. Limits and prefix as in
+        :meth:`pull_subscribe`."""
+        js: JetStream = self  # type: ignore[assignment]
+        msgs_limit = _check_limit(pending_msgs_limit, "pending_msgs_limit")
+        bytes_limit = _check_limit(pending_bytes_limit, "pending_bytes_limit")
+        prefix = check_inbox_prefix(inbox_prefix)
+        given = {n for n in (consumer, durable, name) if n is not None}
+        if not given:
+            raise errors.InvalidArgumentError("pull_subscribe_bind needs the consumer's name")
+        if len(given) > 1:
+            raise errors.InvalidArgumentError(
+                f"pull_subscribe_bind: consumer {consumer!r}, durable {durable!r} and name "
+                f"{name!r} name different consumers"
+            )
+        if stream is None:
+            raise errors.InvalidArgumentError("pull_subscribe_bind needs the stream's name")
+        stream = api.check_stream_name(stream)
+        consumer = api.check_consumer_name(given.pop())
+        info = js.consumer_info(stream, consumer)
+        _check_bound(info, None, None)
+        return PullSubscription(js, stream, info, None, False, prefix, msgs_limit, bytes_limit)
 
 
 # Fields a binding call may leave to the consumer: its names and what the subject decides.

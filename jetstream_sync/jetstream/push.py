@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Union
 
 from .. import errors
 from .._protocol import check_publish_subject
@@ -82,6 +82,7 @@ class JetStreamSubscription:
         self._seen = False  # set by every arrival, cleared by the watchdog
         self._alarmed = False
         self._closed = False
+        self._limited = False  # unsubscribe(limit=) was called
 
     def _listen(
         self,
@@ -236,20 +237,59 @@ class JetStreamSubscription:
         return iter(self._sub)
 
     @property
+    def messages(self) -> Iterator[Msg]:
+        """nats-py's ``sub.messages``: the messages as they come, blocking; the iteration
+        ends when the subscription does (the same as iterating the subscription)."""
+        return iter(self._sub)
+
+    @property
     def pending_msgs(self) -> int:
         return self._sub.pending_msgs
+
+    @property
+    def pending_bytes(self) -> int:
+        """Payload bytes queued and not yet taken."""
+        return self._sub.pending_bytes
+
+    @property
+    def delivered(self) -> int:
+        """Messages that came for this subscription (those its status handling kept
+        from the user, heartbeats say, are not counted)."""
+        return self._sub.delivered
+
+    @property
+    def subject(self) -> str:
+        """The deliver subject the subscription listens on."""
+        return self._sub.subject
+
+    @property
+    def queue(self) -> str:
+        """The queue group ("" for none)."""
+        return self._sub.queue
 
     def consumer_info(self) -> api.ConsumerInfo:
         return self._js.consumer_info(self.stream, self.consumer)
 
     # --- ending ---------------------------------------------------------------------------
 
-    def unsubscribe(self) -> None:
-        """Stop; a consumer this subscription created is deleted (its error raised)."""
+    def unsubscribe(self, limit: Optional[int] = None) -> None:
+        """Stop; a consumer this subscription created is deleted (its error raised).
+
+        With ``limit`` (nats-py's auto-unsubscribe), the subscription ends after that many
+        messages in all; a consumer it made stays until ``unsubscribe()`` or ``drain()``
+        is called once more.
+        """
         if self._closed:
+            if limit is not None:
+                raise errors.BadSubscriptionError(f"{self._where}: the subscription has ended")
+            return
+        if limit is not None:
+            self._sub.unsubscribe(limit)
+            self._limited = True
             return
         self._closed = True
-        self._sub.unsubscribe()
+        if not (self._limited and not self._sub.is_valid):  # the limit may have ended it
+            self._sub.unsubscribe()
         self._delete_if_ours(report=False)
 
     def drain(self, timeout: float = 30.0) -> None:
@@ -331,14 +371,27 @@ class PushSubscriber:
         flow_control: bool = False,
         pending_msgs_limit: int = _LIMIT_MSGS,
         pending_bytes_limit: int = _LIMIT_BYTES,
+        deliver_policy: Union[api.DeliverPolicy, str, None] = None,
+        headers_only: Optional[bool] = None,
+        inactive_threshold: Optional[float] = None,
         heartbeat_alarm: float = HEARTBEAT_ALARM,
     ) -> JetStreamSubscription:
         """Subscribe through a push consumer (ADR-15): found by name or created for you;
         ``ordered_consumer=True`` makes an ordered one (ADR-17). ``heartbeat_alarm``: after
         this many idle heartbeat intervals without anything, NoHeartbeatError goes to
-        error_cb (an ordered consumer rebuilds its chain instead)."""
+        error_cb (an ordered consumer rebuilds its chain instead).
+
+        ``deliver_policy``, ``headers_only`` and ``inactive_threshold`` (seconds) are
+        fields of the consumer's config, given here as nats-py allows; a ``config`` that
+        sets one of them to another value is an InvalidArgumentError."""
         js: JetStream = self  # type: ignore[assignment]
         alarm = check_alarm(heartbeat_alarm)
+        config = fold_config_fields(
+            config,
+            deliver_policy=deliver_policy,
+            headers_only=headers_only,
+            inactive_threshold=inactive_threshold,
+        )
         if ordered_consumer:
             if durable or queue or manual_ack or (config is not None and config.durable_name):
                 raise errors.InvalidArgumentError(
@@ -385,31 +438,141 @@ class PushSubscriber:
     def subscribe_bind(
         self,
         stream: str,
-        consumer: str,
+        config: Union[api.ConsumerConfig, str, None] = None,
+        consumer: Union[str, Callable[[Msg], None], None] = None,
         cb: Optional[Callable[[Msg], None]] = None,
         manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        pending_msgs_limit: int = _LIMIT_MSGS,
+        pending_bytes_limit: int = _LIMIT_BYTES,
+        *,
         queue: Optional[str] = None,
         heartbeat_alarm: float = HEARTBEAT_ALARM,
     ) -> JetStreamSubscription:
-        """Subscribe to an existing push consumer, by stream and name."""
+        """Subscribe to an existing push consumer of ``stream``; nothing is created, and
+        the consumer stays when the subscription ends. Two forms, told apart by the type
+        of the second argument:
+
+        * ours: ``subscribe_bind(stream, "name", cb=None, manual_ack=False)`` — the
+          consumer by name (a callable third positional argument is the ``cb``);
+        * nats-py's: ``subscribe_bind(stream, config, consumer, cb, manual_ack, ...)`` —
+          a ConsumerConfig (its name from ``consumer``, else ``config.durable_name`` or
+          ``config.name``), checked against the consumer's as ``subscribe`` checks one.
+
+        ``consumer="name"`` alone works too. The consumer is looked up either way (its
+        deliver subject and queue group are the server's). ``ordered_consumer=True`` is
+        not supported here: ``js.subscribe(..., ordered_consumer=True)`` makes one.
+        """
         js: JetStream = self  # type: ignore[assignment]
         alarm = check_alarm(heartbeat_alarm)
+        cfg: Optional[api.ConsumerConfig] = None
+        name: Optional[str] = None
+        if isinstance(config, str):  # ours: (stream, name, cb, ...)
+            name = config
+            if callable(consumer):
+                if cb is not None:
+                    raise errors.InvalidArgumentError(
+                        "subscribe_bind: two callbacks (the third argument and cb)"
+                    )
+                cb, consumer = consumer, None
+            if consumer is not None and consumer != name:
+                raise errors.InvalidArgumentError(
+                    f"subscribe_bind: consumer {consumer!r} and the name {name!r} differ"
+                )
+        else:
+            if config is not None and not isinstance(config, api.ConsumerConfig):
+                raise errors.InvalidArgumentError(
+                    "subscribe_bind: the second argument is a consumer name (str) or a "
+                    f"ConsumerConfig, got {type(config).__name__}"
+                )
+            if consumer is not None and not isinstance(consumer, str):
+                raise errors.InvalidArgumentError(
+                    f"subscribe_bind: consumer must be a str, got {type(consumer).__name__}"
+                )
+            cfg = config
+            names = {n for n in (consumer, cfg and cfg.durable_name, cfg and cfg.name) if n}
+            if len(names) > 1:
+                raise errors.InvalidArgumentError(
+                    f"subscribe_bind: consumer, config.durable_name and config.name differ: "
+                    f"{sorted(names)}"
+                )
+            name = names.pop() if names else None
+            if cfg is not None:
+                # The name is the consumer's, checked above; the rest is compared.
+                cfg = dataclasses.replace(cfg, durable_name=None, name=None)
+        if name is None:
+            raise errors.InvalidArgumentError("subscribe_bind needs the consumer's name")
+        if not isinstance(ordered_consumer, bool):
+            raise errors.InvalidArgumentError(
+                f"ordered_consumer must be a bool, got {ordered_consumer!r}"
+            )
+        if ordered_consumer:
+            raise errors.InvalidArgumentError(
+                "subscribe_bind(ordered_consumer=True) is not supported: an ordered consumer "
+                "is a chain the client makes; use js.subscribe(..., ordered_consumer=True)"
+            )
         return _subscribe(
             js,
             None,
             queue,
             cb,
-            consumer,
+            name,
             stream,
-            None,
+            cfg,
             manual_ack,
             None,
             False,
-            _LIMIT_MSGS,
-            _LIMIT_BYTES,
+            pending_msgs_limit,
+            pending_bytes_limit,
             bind=True,
             alarm=alarm,
         )
+
+
+def fold_config_fields(
+    config: Optional[api.ConsumerConfig], **fields: Any
+) -> Optional[api.ConsumerConfig]:
+    """A consumer config with the fields a subscribe call was given as keywords (those not
+    None); one the config sets to another value is an error."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    if not given:
+        return config
+    if config is not None and not isinstance(config, api.ConsumerConfig):
+        raise errors.InvalidArgumentError(
+            f"config must be a ConsumerConfig, got {type(config).__name__}"
+        )
+    policy = given.get("deliver_policy")
+    if policy is not None:
+        known = {p.value: p for p in api.DeliverPolicy.__members__.values()}
+        value = policy.value if isinstance(policy, api.DeliverPolicy) else policy
+        if not isinstance(value, str) or value not in known:
+            raise errors.InvalidArgumentError(
+                f"deliver_policy must be a DeliverPolicy, got {policy!r}"
+            )
+        given["deliver_policy"] = known[value]
+    if "headers_only" in given and not isinstance(given["headers_only"], bool):
+        raise errors.InvalidArgumentError(
+            f"headers_only must be a bool, got {given['headers_only']!r}"
+        )
+    if "inactive_threshold" in given:
+        threshold = check_timeout(given["inactive_threshold"], "inactive_threshold")
+        if threshold <= 0:
+            raise errors.InvalidArgumentError(
+                f"inactive_threshold must be > 0 seconds, got {threshold!r}"
+            )
+        given["inactive_threshold"] = threshold
+    if config is None:
+        return api.ConsumerConfig(**given)
+    clash = [
+        f"{k} (argument {v!r}, config {getattr(config, k)!r})"
+        for k, v in given.items()
+        if getattr(config, k) is not None and getattr(config, k) != v
+    ]
+    if clash:
+        raise errors.InvalidArgumentError(
+            "subscribe: an argument and config differ: " + ", ".join(clash)
+        )
+    return dataclasses.replace(config, **given)
 
 
 def _subscribe(
@@ -519,7 +682,7 @@ def _subscribe(
         cfg = dataclasses.replace(cfg, filter_subject=subject)
     # The subscription's hooks are in place before the consumer exists: nothing the server
     # sends can reach the user unfiltered.
-    ack_none = cfg.ack_policy == api.AckPolicy.NONE
+    ack_none = cfg.ack_policy in _NO_CLIENT_ACKS
     jsub = JetStreamSubscription(js, stream, durable or "", True, queue, ack_none, hb, alarm)
     user_cb = _wrap_cb(cb, manual_ack or ack_none)
     jsub._listen(deliver, queue, user_cb, pending_msgs_limit, pending_bytes_limit)
@@ -554,6 +717,11 @@ def _subscribe(
     return jsub
 
 
+# Ack policies under which the client acks nothing: none, and flow_control (ADR-60: the
+# sourcing stream acks by answering flow control).
+_NO_CLIENT_ACKS = (api.AckPolicy.NONE, api.AckPolicy.FLOW_CONTROL)
+
+
 def _attach(
     js: JetStream,
     stream: str,
@@ -571,7 +739,7 @@ def _attach(
     deliver = info.config.deliver_subject
     assert deliver
     group = queue or info.config.deliver_group
-    ack_none = info.config.ack_policy == api.AckPolicy.NONE
+    ack_none = info.config.ack_policy in _NO_CLIENT_ACKS
     hb = hb or info.config.idle_heartbeat
     jsub = JetStreamSubscription(js, stream, info.name, created, group, ack_none, hb, alarm)
     jsub._listen(
@@ -816,7 +984,12 @@ class OrderedPushSubscription(JetStreamSubscription):
         self._core.remove_reconnect_hook(self._on_reconnect)
         self._core.remove_close_hook(self._ending.set)
 
-    def unsubscribe(self) -> None:
+    def unsubscribe(self, limit: Optional[int] = None) -> None:
+        if limit is not None:
+            raise errors.InvalidArgumentError(
+                "unsubscribe(limit=) is not available on an ordered consumer: its chain of "
+                "consumers changes inboxes; count the messages and unsubscribe()"
+            )
         if self._closed:
             return
         self._closed = True

@@ -14,6 +14,7 @@ from typing import Any, Tuple, Type
 import pytest
 
 import jetstream_sync
+import jetstream_sync as nats
 from jetstream_sync import errors
 from jetstream_sync.errors import (
     ConnectionLostError,
@@ -266,3 +267,26 @@ def test_testing_plugin_does_not_import_asyncio() -> None:
     if out.startswith("True"):
         pytest.skip("pytest itself imports asyncio here; the plugin cannot be checked")
     assert out == "False False"
+
+
+def test_nats_py_jetstream_error_names() -> None:
+    """nats.js.errors' names (issue 20) sit in the tree where both excepts work."""
+    for err_code, cls in (
+        (10059, nats.StreamNotFoundError),
+        (10014, nats.ConsumerNotFoundError),
+        (10037, nats.NoMessageFoundError),
+        (99999, nats.NotFoundError),
+    ):
+        exc = errors.api_error(404, err_code, "gone")
+        assert type(exc) is cls and isinstance(exc, nats.NotFoundError)
+    assert type(errors.api_error(400, 99999, "odd")) is nats.APIError
+    reset = errors.api_error(400, 10204, "invalid reset: below the start")
+    assert type(reset) is nats.ConsumerInvalidResetError
+    assert isinstance(reset, nats.BadRequestError)
+    assert issubclass(nats.FetchTimeoutError, nats.TimeoutError)
+    assert issubclass(nats.FetchTimeoutError, builtins.TimeoutError)
+    assert nats.TooManyStalledMsgsError is nats.PublishStalledError
+    assert issubclass(nats.KeyValueLimitMarkerTTLNotSupportedError, nats.KeyValueError)
+    assert "reset consumer, stream 'S', consumer 'c'" in str(
+        errors.api_error(400, 10204, "x", subject="$JS.API.CONSUMER.RESET.S.c")
+    )

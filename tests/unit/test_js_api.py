@@ -33,7 +33,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetstream_sync.errors import InvalidArgumentError
+from jetstream_sync.errors import InvalidArgumentError, JetStreamError
 from jetstream_sync.jetstream import api
 from jetstream_sync.jetstream.api import (
     AccountInfo,
@@ -197,10 +197,8 @@ def test_stream_info_values() -> None:
     assert cfg.mirror is None and cfg.sealed is False
     assert isinstance(info.created, NanoDatetime) and info.created.tzinfo is UTC
     assert info.state.first_ts == datetime(1, 1, 1, tzinfo=UTC)  # Go's zero time
-    assert info.extra == {
-        "type": "io.nats.jetstream.api.v1.stream_create_response",
-        "did_create": True,
-    }
+    assert info.extra == {"type": "io.nats.jetstream.api.v1.stream_create_response"}
+    assert info.did_create is True  # nats-py's field (it was kept in extra before)
 
     state = StreamInfo.from_dict(real("stream_info_deleted")).state
     assert (state.messages, state.first_seq, state.last_seq) == (3, 1, 5)
@@ -491,7 +489,7 @@ def test_an_unknown_enum_value_is_kept() -> None:
     assert cfg.ack_policy.value == "quorum" and cfg.ack_policy is not AckPolicy.ALL
     assert cfg.to_dict() == {"ack_policy": "quorum", "priority_policy": "fair"}
     assert AckPolicy("explicit") is AckPolicy.EXPLICIT
-    assert len(AckPolicy) == 3  # the pseudo-member is not added to the enum
+    assert len(AckPolicy) == 4  # the pseudo-member is not added to the enum
     with pytest.raises(ValueError):
         AckPolicy(5)
 
@@ -499,7 +497,7 @@ def test_an_unknown_enum_value_is_kept() -> None:
 def test_enum_values_match_the_server() -> None:
     values = {cls.__name__: {m.value for m in cls} for cls in api._ServerEnum.__subclasses__()}
     assert values == {
-        "AckPolicy": {"none", "all", "explicit"},
+        "AckPolicy": {"none", "all", "explicit", "flow_control"},
         "DeliverPolicy": {"all", "last", "new", "by_start_sequence", "by_start_time",
                           "last_per_subject"},
         "ReplayPolicy": {"instant", "original"},
@@ -688,3 +686,33 @@ def test_pep_604_optionals_in_a_user_model() -> None:
     mine: Any = ns["Mine"]
     assert mine.from_dict({"ttl": 1500000000}).ttl == 1.5
     assert mine.from_dict({"ttl": None}).to_dict() == {}
+
+
+# --- nats-py's names (issue 20) ---------------------------------------------------------------
+
+
+def test_nats_py_models_and_constants() -> None:
+    from jetstream_sync.jetstream import kv, object_store
+
+    assert api.ClusterInfo(traffic_account="acc").traffic_acc == "acc"
+    assert api.Header.MSG_TTL == "Nats-TTL" and api.StatusCode.NO_MESSAGES == "404"
+    assert api.KeyValueConfig is kv.KeyValueConfig
+    assert api.ObjectStoreConfig is object_store.ObjectStoreConfig
+    assert api.ObjectMeta is object_store.ObjectMeta
+    with pytest.raises(AttributeError):
+        api.NoSuchModel  # noqa: B018
+    pause = api.ConsumerPause.from_dict(
+        {"paused": True, "pause_until": "2099-01-01T00:00:00Z", "pause_remaining": 1_500_000_000}
+    )
+    assert pause.paused is True and pause.pause_remaining == 1.5
+    assert pause.pause_until is not None and pause.pause_until.year == 2099
+    assert api.StreamPurgeRequest(seq=5, filter="a.>").to_dict() == {"seq": 5, "filter": "a.>"}
+    it = api.StreamsListIterator(0, 2, [{"config": {"name": "A"}}, {"config": {"name": "B"}}])
+    assert [i.config.name for i in it] == ["A", "B"] and (it.offset, it.total) == (0, 2)
+    reset = api.ConsumerReset.from_answer(
+        {"type": "x", "stream_name": "S", "name": "c", "reset_seq": 7}
+    )
+    assert reset.reset_seq == 7 and reset.info.name == "c" and reset.info.extra == {}
+    with pytest.raises(JetStreamError, match="reset_seq"):
+        api.ConsumerReset.from_answer({"name": "c", "reset_seq": "7"})
+    assert AckPolicy("flow_control") is AckPolicy.FLOW_CONTROL
