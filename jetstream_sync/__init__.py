@@ -260,3 +260,40 @@ __all__ += [
     "KeyWrongLastSequenceError",
     "NoKeysError",
 ]
+
+# nats-py's core error names (issue 20): subclasses of ours, raised where nats-py raises them
+from .errors import (  # noqa: E402
+    BadHeaderError,
+    ConnectionDrainingError,
+    ConnectionReconnectingError,
+    DrainTimeoutError,
+    Error,
+    FlushTimeoutError,
+    InvalidCallbackTypeError,
+    InvalidUserCredentialsError,
+    JsonParseError,
+    MsgAlreadyAckdError,
+    SecureConnFailedError,
+    SecureConnRequiredError,
+    SecureConnWantedError,
+    ServerNotInPoolError,
+    UnexpectedEOF,
+)
+
+__all__ += [
+    "BadHeaderError",
+    "ConnectionDrainingError",
+    "ConnectionReconnectingError",
+    "DrainTimeoutError",
+    "Error",
+    "FlushTimeoutError",
+    "InvalidCallbackTypeError",
+    "InvalidUserCredentialsError",
+    "JsonParseError",
+    "MsgAlreadyAckdError",
+    "SecureConnFailedError",
+    "SecureConnRequiredError",
+    "SecureConnWantedError",
+    "ServerNotInPoolError",
+    "UnexpectedEOF",
+]

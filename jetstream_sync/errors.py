@@ -5,20 +5,33 @@ message names the problem (the subject, the limit, the server's words) and never
 
 ::
 
-    NATSError
+    NATSError (nats-py's Error: the same class)
     ├── InvalidArgumentError (also ValueError)       bad input to a public call
     │   ├── BadSubjectError                           empty, whitespace, wildcard publish
     │   ├── BadTimeoutError                           negative, NaN or non-numeric timeout
-    │   └── MaxPayloadError                           payload larger than the server allows
+    │   ├── MaxPayloadError                           payload larger than the server allows
+    │   ├── BadHeaderError                            a header key or value that cannot be sent
+    │   ├── InvalidUserCredentialsError               a bad creds file or nkey seed
+    │   ├── InvalidCallbackTypeError                  a callback that is not callable (or async)
+    │   └── ServerNotInPoolError                      reconnect_to_server_handler chose a stranger
     ├── TimeoutError (also builtins.TimeoutError)     a deadline ran out
+    │   ├── FlushTimeoutError                         flush() got no PONG in time
+    │   └── DrainTimeoutError                         drain() did not finish in time
     ├── ConnectionClosedError                         the client is closed (or closing)
+    │   └── ConnectionDrainingError                   a publish while drain() flushes publishes
     ├── ConnectionLostError                           the connection dropped under a waiting call
+    │   ├── UnexpectedEOF                             the server closed the connection
+    │   └── ConnectionReconnectingError               (nats-py's name; never raised here)
     ├── NoServersError                                no server could be reached
     ├── AuthorizationError                            the server refused the credentials
     ├── SecureConnectionRequiredError                 TLS wanted on one side but not the other
+    │   ├── SecureConnRequiredError                   the server demands TLS
+    │   ├── SecureConnWantedError                     we asked for TLS, the server offers none
+    │   └── SecureConnFailedError                     the TLS handshake failed
     ├── StaleConnectionError                          pings went unanswered
     ├── LameDuckModeError                             the server announced it is leaving
     ├── ProtocolError                                 the server sent bytes we cannot parse
+    │   └── JsonParseError                            an INFO that is not a JSON object
     ├── ServerError                                   -ERR from the server
     │   └── PermissionsError                          publish/subscribe not allowed
     ├── NoRespondersError                             a request had nobody listening (503)
@@ -28,6 +41,7 @@ message names the problem (the subject, the limit, the server's words) and never
     ├── BadSubscriptionError                          the subscription has ended
     ├── CallbackError                                 a user callback raised (reported, not raised)
     ├── ClientForkedError                             a client used in a process it was not made in
+    ├── MsgAlreadyAckdError                           (nats-py's name; never raised here)
     └── JetStreamError                                anything JetStream
         ├── JetStreamNotEnabledError                  no JetStream on the server or account
         ├── NoStreamResponseError                     a JS publish that no stream captured (503)
@@ -97,6 +111,7 @@ from typing import Any, Optional
 __all__ = [
     "APIError",
     "AuthorizationError",
+    "BadHeaderError",
     "BadObjectMetaError",
     "BadPullRequestError",
     "BadRequestError",
@@ -107,7 +122,9 @@ __all__ = [
     "CallbackError",
     "ClientForkedError",
     "ConnectionClosedError",
+    "ConnectionDrainingError",
     "ConnectionLostError",
+    "ConnectionReconnectingError",
     "ConsumerAlreadyExistsError",
     "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
@@ -116,17 +133,24 @@ __all__ = [
     "ConsumerNotFoundError",
     "ConsumerSequenceMismatchError",
     "DigestMismatchError",
+    "DrainTimeoutError",
+    "Error",
+    "FlushTimeoutError",
     "InvalidArgumentError",
     "InvalidBucketNameError",
+    "InvalidCallbackTypeError",
     "InvalidObjectNameError",
+    "InvalidUserCredentialsError",
     "JetStreamError",
     "JetStreamNotEnabledAPIError",
     "JetStreamNotEnabledError",
+    "JsonParseError",
     "LameDuckModeError",
     "LinkIsABucketError",
     "MaxPayloadError",
     "MessageTooLargeError",
     "MessagesLostError",
+    "MsgAlreadyAckdError",
     "NATSError",
     "NoConsumerResponseError",
     "NoHeartbeatError",
@@ -148,8 +172,12 @@ __all__ = [
     "PublishStalledError",
     "PullLimitExceededError",
     "PullStatusError",
+    "SecureConnFailedError",
+    "SecureConnRequiredError",
+    "SecureConnWantedError",
     "SecureConnectionRequiredError",
     "ServerError",
+    "ServerNotInPoolError",
     "ServiceUnavailableError",
     "SlowConsumerError",
     "StaleConnectionError",
@@ -160,6 +188,7 @@ __all__ = [
     "StreamWrongLastMsgIdError",
     "StreamWrongLastSequenceError",
     "TimeoutError",
+    "UnexpectedEOF",
     "api_error",
     "map_os_error",
 ]
@@ -279,6 +308,77 @@ class CallbackError(NATSError):
 
 class ClientForkedError(NATSError):
     """A client was used in a process other than the one that created it (after fork)."""
+
+
+# --- nats-py's core error names (issue 20) ---------------------------------------------
+# Each is raised where nats-py raises it, as a subclass of the error this package raised
+# there before, so ``except nats.X`` and ``except jetstream_sync.<our name>`` both work.
+
+Error = NATSError  # nats-py's root: the same class
+
+
+class UnexpectedEOF(ConnectionLostError):
+    """The server closed the connection (the socket read end-of-file)."""
+
+
+class FlushTimeoutError(TimeoutError):
+    """``flush()`` got no PONG in time."""
+
+
+class DrainTimeoutError(TimeoutError):
+    """``drain()`` did not finish in time (the client is closed anyway)."""
+
+
+class SecureConnRequiredError(SecureConnectionRequiredError):
+    """The server requires TLS and refused a plain connection."""
+
+
+class SecureConnWantedError(SecureConnectionRequiredError):
+    """TLS was asked for (``tls=`` or ``tls://``) but the server does not offer it."""
+
+
+class SecureConnFailedError(SecureConnectionRequiredError):
+    """The TLS handshake failed (certificate verification, protocol mismatch, ...)."""
+
+
+class BadHeaderError(InvalidArgumentError):
+    """A header key or value cannot be sent (``key`` names the header, when known)."""
+
+    def __init__(self, message: str, *, key: str = ""):
+        super().__init__(message)
+        self.key = key
+
+
+class JsonParseError(ProtocolError):
+    """The server's INFO is not a JSON object."""
+
+
+class ConnectionDrainingError(ConnectionClosedError):
+    """A publish after ``drain()`` began to flush publishes: the client is closing."""
+
+
+class ConnectionReconnectingError(ConnectionLostError):
+    """nats-py raises it from ``drain()`` while reconnecting. Never raised here: our
+    ``drain()`` while reconnecting ends the subscriptions locally and closes."""
+
+
+class InvalidUserCredentialsError(InvalidArgumentError):
+    """A credentials file or nkey seed that cannot be read or is not valid."""
+
+
+class InvalidCallbackTypeError(InvalidArgumentError):
+    """A callback (``cb=``, ``error_cb=`` ...) is not callable. nats-py demands coroutine
+    functions; here any callable is right, and ``async def`` functions are refused."""
+
+
+class ServerNotInPoolError(InvalidArgumentError):
+    """``reconnect_to_server_handler`` chose a server that is not in the pool (reported
+    through error_cb; the first eligible server is dialled instead)."""
+
+
+class MsgAlreadyAckdError(NATSError):
+    """nats-py raises it when a message is acked twice. Never raised here: a second
+    terminal ack of a message does nothing (``Msg.is_acked`` tells whether one was sent)."""
 
 
 # --- JetStream ---------------------------------------------------------------------------
@@ -612,14 +712,12 @@ def map_os_error(exc: BaseException, *, where: str) -> NATSError:
     if isinstance(exc, NATSError):
         return exc
     if isinstance(exc, ssl.SSLCertVerificationError):
-        err: NATSError = SecureConnectionRequiredError(
+        err: NATSError = SecureConnFailedError(
             f"{where}: TLS certificate verification failed: "
             f"{getattr(exc, 'verify_message', None) or exc}"
         )
     elif isinstance(exc, ssl.SSLError):
-        err = SecureConnectionRequiredError(
-            f"{where}: TLS error: {getattr(exc, 'reason', None) or exc}"
-        )
+        err = SecureConnFailedError(f"{where}: TLS error: {getattr(exc, 'reason', None) or exc}")
     elif isinstance(exc, (builtins.TimeoutError, socket.timeout)):  # distinct before 3.10
         err = TimeoutError(f"{where}: timed out")
     elif isinstance(exc, ConnectionRefusedError):

@@ -18,7 +18,7 @@ from jetstream_sync import errors
 from jetstream_sync.errors import (
     ConnectionLostError,
     NATSError,
-    SecureConnectionRequiredError,
+    SecureConnFailedError,
     map_os_error,
 )
 
@@ -81,6 +81,11 @@ def test_only_documented_classes_are_value_errors() -> None:
         "InvalidObjectNameError",
         "KeyHistoryTooLargeError",
         "InvalidKeyError",
+        # nats-py's names for bad input (issue 20)
+        "BadHeaderError",
+        "InvalidUserCredentialsError",
+        "InvalidCallbackTypeError",
+        "ServerNotInPoolError",
     }
 
 
@@ -155,7 +160,7 @@ def test_socket_timeout() -> None:
 
 def test_ssl_error_from_openssl() -> None:
     exc = _real_ssl_error()
-    err = _mapped(exc, SecureConnectionRequiredError, "tls to h")
+    err = _mapped(exc, SecureConnFailedError, "tls to h")
     assert "TLS error" in str(err)
     assert exc.reason and exc.reason in str(err)
 
@@ -164,7 +169,7 @@ def test_ssl_error_with_reason_attributes() -> None:
     exc = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
     exc.reason = "WRONG_VERSION_NUMBER"
     exc.library = "SSL"
-    err = _mapped(exc, SecureConnectionRequiredError)
+    err = _mapped(exc, SecureConnFailedError)
     assert str(err) == "connect to nats://h:4222: TLS error: WRONG_VERSION_NUMBER"
 
 
@@ -173,7 +178,7 @@ def test_ssl_cert_verification_error() -> None:
     exc.reason = "CERTIFICATE_VERIFY_FAILED"
     exc.verify_message = "self-signed certificate"
     exc.verify_code = 18
-    err = _mapped(exc, SecureConnectionRequiredError)
+    err = _mapped(exc, SecureConnFailedError)
     assert str(err) == (
         "connect to nats://h:4222: TLS certificate verification failed: self-signed certificate"
     )
@@ -185,7 +190,7 @@ def test_ssl_cert_verification_error() -> None:
     ids=["SSLError", "SSLCertVerificationError"],
 )
 def test_python_raised_ssl_errors(exc: ssl.SSLError) -> None:
-    _mapped(exc, SecureConnectionRequiredError)
+    _mapped(exc, SecureConnFailedError)
 
 
 def test_nats_errors_pass_through_unchanged() -> None:
@@ -213,7 +218,7 @@ def _eof_error() -> ssl.SSLEOFError:
         (ConnectionAbortedError(), ConnectionLostError),
         (OSError(), ConnectionLostError),
         (socket.timeout(), errors.TimeoutError),
-        (_eof_error(), SecureConnectionRequiredError),
+        (_eof_error(), SecureConnFailedError),
         (RuntimeError("x"), NATSError),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else type(v).__name__,
