@@ -438,8 +438,6 @@ class Client:
             if link.state is CONNECTED:
                 self.flush(deadline.remaining())
         except errors.TimeoutError as exc:
-            if isinstance(exc, errors.DrainTimeoutError):
-                raise
             raise errors.DrainTimeoutError(f"drain: not done within {timeout} s: {exc}") from exc
         finally:
             self._draining = 0
