@@ -3,7 +3,8 @@ new connection (re-subscribing before anything buffered goes out), the read loop
 reconnect loop, and what the reader hands back besides messages (PING, PONG, INFO with lame
 duck mode, -ERR). Pings and stale-connection detection run on the timer thread from here.
 
-The network thread never runs user code: what the user hears of (disconnected, reconnected,
+The network thread runs no user code but reconnect_to_server_handler (it picks the server to
+dial, so it must not block). What the user hears of (disconnected, reconnected,
 errors) goes through the callback thread.
 """
 

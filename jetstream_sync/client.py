@@ -663,5 +663,18 @@ def connect(servers: Union[str, Sequence[str]] = DEFAULT_URL, **options: Any) ->
     calls reconnected_cb; when the attempts run out the client closes (closed_cb, error_cb
     with NoServersError). Wrong credentials and a server that demands TLS still raise at
     once. Default False: connect raises NoServersError when no server answers.
+
+    nats-py's options, with nats-py's meaning (details in ``jetstream_sync._options``):
+    dont_randomize (= no_randomize), no_echo (= not echo; both spellings only when they
+    agree), discovered_server_cb (servers announced after the first connection),
+    lame_duck_mode_cb, drain_timeout and flush_timeout (the defaults of drain() and
+    flush()), pending_size (= reconnect_buf_size: bytes a disconnected client buffers; 0
+    refuses publishes while disconnected), token as a callable (called at every CONNECT),
+    nkeys_seed_str (a seed as text), flusher_queue_size (checked, no effect: our flusher has
+    no queue), skip_subject_validation (publish skips the subject grammar, keeps the
+    framing checks: a str without whitespace), reconnect_to_server_handler(servers, info) ->
+    (server or None, delay) (picks each reconnect's server; runs on the network thread and
+    must not block), ws_connection_headers (refused: TCP only). Callbacks are plain
+    functions, run on the callback thread; ``async def`` ones are refused.
     """
     return Client().connect(servers, **options)
