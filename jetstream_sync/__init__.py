@@ -40,6 +40,7 @@ from .errors import (
     JetStreamError,
     JetStreamNotEnabledAPIError,
     JetStreamNotEnabledError,
+    JetStreamServerError,
     LameDuckModeError,
     LinkIsABucketError,
     MaxPayloadError,
@@ -178,6 +179,7 @@ __all__ = [
     "JetStreamError",
     "JetStreamNotEnabledAPIError",
     "JetStreamNotEnabledError",
+    "JetStreamServerError",
     "JetStreamSubscription",
     "LameDuckModeError",
     "LinkIsABucketError",
@@ -286,4 +288,41 @@ __all__ += [
     "StreamPurgeRequest",
     "StreamsListIterator",
     "TooManyStalledMsgsError",
+]
+
+# nats-py's core error names (issue 20): subclasses of ours, raised where nats-py raises them
+from .errors import (  # noqa: E402
+    BadHeaderError,
+    ConnectionDrainingError,
+    ConnectionReconnectingError,
+    DrainTimeoutError,
+    Error,
+    FlushTimeoutError,
+    InvalidCallbackTypeError,
+    InvalidUserCredentialsError,
+    JsonParseError,
+    MsgAlreadyAckdError,
+    SecureConnFailedError,
+    SecureConnRequiredError,
+    SecureConnWantedError,
+    ServerNotInPoolError,
+    UnexpectedEOF,
+)
+
+__all__ += [
+    "BadHeaderError",
+    "ConnectionDrainingError",
+    "ConnectionReconnectingError",
+    "DrainTimeoutError",
+    "Error",
+    "FlushTimeoutError",
+    "InvalidCallbackTypeError",
+    "InvalidUserCredentialsError",
+    "JsonParseError",
+    "MsgAlreadyAckdError",
+    "SecureConnFailedError",
+    "SecureConnRequiredError",
+    "SecureConnWantedError",
+    "ServerNotInPoolError",
+    "UnexpectedEOF",
 ]

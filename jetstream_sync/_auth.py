@@ -90,18 +90,18 @@ def parse_creds(text: str, where: str = "credentials") -> Tuple[str, bytes]:
     """
     blocks = _blocks(text)
     if not blocks:
-        raise errors.InvalidArgumentError(
+        raise errors.InvalidUserCredentialsError(
             f"{where}: no user JWT block found (expected -----BEGIN NATS USER JWT----- ...)"
         )
     if not _JWT_RE.fullmatch(blocks[0]):
-        raise errors.InvalidArgumentError(f"{where}: the first block is not a JWT")
+        raise errors.InvalidUserCredentialsError(f"{where}: the first block is not a JWT")
     if len(blocks) < 2:
-        raise errors.InvalidArgumentError(
+        raise errors.InvalidUserCredentialsError(
             f"{where}: no nkey seed block found after the user JWT "
             "(expected -----BEGIN USER NKEY SEED----- ...)"
         )
     if not _SEED_RE.fullmatch(blocks[1]):
-        raise errors.InvalidArgumentError(f"{where}: the second block is not an nkey seed")
+        raise errors.InvalidUserCredentialsError(f"{where}: the second block is not an nkey seed")
     return blocks[0], blocks[1].encode("ascii")
 
 
@@ -110,7 +110,7 @@ def _seed_from_text(text: str, where: str) -> bytes:
     for candidate in [*_blocks(text), *(ln.strip() for ln in text.splitlines())]:
         if _SEED_RE.fullmatch(candidate):
             return candidate.encode("ascii")
-    raise errors.InvalidArgumentError(f"{where}: no nkey seed found in the file")
+    raise errors.InvalidUserCredentialsError(f"{where}: no nkey seed found in the file")
 
 
 def _read_file(path: str, what: str) -> str:
@@ -118,10 +118,10 @@ def _read_file(path: str, what: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except FileNotFoundError:
-        raise errors.InvalidArgumentError(f"{what} file {path!r} does not exist") from None
+        raise errors.InvalidUserCredentialsError(f"{what} file {path!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise errors.InvalidArgumentError(
+        raise errors.InvalidUserCredentialsError(
             f"{what} file {path!r} cannot be read: {reason}"
         ) from None
 
@@ -155,7 +155,7 @@ def sign_nonce(seed: bytes, nonce: bytes, where: str = "nkey seed") -> Tuple[str
         kp = nkeys.from_seed(bytearray(seed))
     except Exception:
         # nkeys' own errors say little; and nothing about the seed may leak from here.
-        raise errors.InvalidArgumentError(f"{where}: not a valid nkey seed") from None
+        raise errors.InvalidUserCredentialsError(f"{where}: not a valid nkey seed") from None
     try:
         public = kp.public_key
         return (

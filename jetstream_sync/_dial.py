@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Union
 
 from . import _protocol as proto
 from . import errors
@@ -29,7 +29,7 @@ class DialOptions:
     name: Optional[str] = None
     user: Optional[str] = None
     password: Optional[str] = None
-    token: Optional[str] = None
+    token: Union[str, Callable[[], str], None] = None  # a callable: called per CONNECT
     auth: Optional[UserAuth] = None
     tls: Optional[ssl.SSLContext] = None
     tls_hostname: Optional[str] = None
@@ -113,7 +113,7 @@ def _maybe_tls(
     required = bool(info.get("tls_required"))
     available = required or bool(info.get("tls_available"))
     if wanted and not available:
-        raise errors.SecureConnectionRequiredError(
+        raise errors.SecureConnWantedError(
             f"TLS was requested but server {server.url} does not offer it"
         )
     if not (wanted or required):
@@ -154,11 +154,26 @@ def connect_fields(server: Server, opts: DialOptions, info: Dict[str, Any]) -> D
     elif opts.user is not None:
         fields["user"], fields["pass"] = opts.user, opts.password
     elif opts.token is not None:
-        fields["auth_token"] = opts.token
+        fields["auth_token"] = _token(opts.token)
     if opts.auth is not None:
         nonce = info.get("nonce")
         fields.update(opts.auth.connect_fields(nonce if isinstance(nonce, str) else None))
     return fields
+
+
+def _token(token: Union[str, Callable[[], str]]) -> str:
+    """The token, or what the token callable returns now (a fresh one per connect)."""
+    if isinstance(token, str):
+        return token
+    try:
+        value = token()
+    except Exception as exc:
+        raise errors.AuthorizationError(f"the token callable raised {type(exc).__name__}") from exc
+    if not isinstance(value, str):
+        raise errors.AuthorizationError(
+            f"the token callable must return a str, got {type(value).__name__}"
+        )
+    return value
 
 
 def handshake_error(server: Server, message: str) -> errors.NATSError:
@@ -167,5 +182,5 @@ def handshake_error(server: Server, message: str) -> errors.NATSError:
     if "authorization" in low or "authentication" in low or "user" in low:
         return errors.AuthorizationError(f"server {server.url} refused the credentials: {message}")
     if "secure connection" in low or "tls" in low:
-        return errors.SecureConnectionRequiredError(f"server {server.url}: {message}")
+        return errors.SecureConnRequiredError(f"server {server.url}: {message}")
     return errors.ServerError(f"server {server.url} refused the connection: {message}")

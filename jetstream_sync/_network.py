@@ -3,7 +3,8 @@ new connection (re-subscribing before anything buffered goes out), the read loop
 reconnect loop, and what the reader hands back besides messages (PING, PONG, INFO with lame
 duck mode, -ERR). Pings and stale-connection detection run on the timer thread from here.
 
-The network thread never runs user code: what the user hears of (disconnected, reconnected,
+The network thread runs no user code but reconnect_to_server_handler (it picks the server to
+dial, so it must not block). What the user hears of (disconnected, reconnected,
 errors) goes through the callback thread.
 """
 
@@ -64,6 +65,10 @@ class Network:
         self.max_outstanding_pings = 2
         self.disconnected_cb: Optional[Callable[[], None]] = None
         self.reconnected_cb: Optional[Callable[[], None]] = None
+        self.discovered_server_cb: Optional[Callable[[], None]] = None
+        self.lame_duck_mode_cb: Optional[Callable[[], None]] = None
+        self.connecting = False  # connect() is dialling its first server
+        self._forced: Optional[Conn] = None  # the connection force_reconnect() dropped
         self.timers: Optional[Timers] = None
         self.connected = threading.Event()  # set while connected (and once closed)
         self.stop = threading.Event()  # set at close: ends a reconnect wait
@@ -76,14 +81,18 @@ class Network:
     def first_connect(self) -> Conn:
         """The first reachable server of the pool, in order; NoServersError if none is."""
         last: Optional[errors.NATSError] = None
-        for server in self.pool.servers:
-            server.last_attempt = time.monotonic()
-            try:
-                return dial(server, self.dial_opts, self._msg_owner)
-            except errors.AuthorizationError:
-                raise
-            except errors.NATSError as exc:
-                last = exc
+        self.connecting = True
+        try:
+            for server in self.pool.servers:
+                server.last_attempt = time.monotonic()
+                try:
+                    return dial(server, self.dial_opts, self._msg_owner)
+                except errors.AuthorizationError:
+                    raise
+                except errors.NATSError as exc:
+                    last = exc
+        finally:
+            self.connecting = False
         assert last is not None
         if isinstance(last, errors.SecureConnectionRequiredError):
             raise last
@@ -141,7 +150,9 @@ class Network:
         max_payload = info.get("max_payload")
         if isinstance(max_payload, int) and max_payload > 0:
             self._outbox.max_payload = max_payload
-        self.pool.learn(info, conn.server)
+        if self.pool.learn(info, conn.server) and self.ever_connected:
+            # nats-py: servers announced after the first connection are "discovered".
+            self._callbacks.call(self.discovered_server_cb)
 
     # --- the network thread: read, and reconnect when the socket dies -------------------
 
@@ -187,12 +198,16 @@ class Network:
             self.connected.clear()
             unconfirmed, failed = self._outbox.connection_lost()
         self.kill_socket(conn)
+        if self._forced is conn:
+            err = errors.ConnectionLostError("force_reconnect() dropped the connection")
         lost = errors.ConnectionLostError(f"connection to {conn.server.url} lost: {err}")
         for waiter in failed:
             if waiter is not None:
                 waiter.wake(error=lost)
         self._requests.fail_all(lost)
-        report = errors.ConnectionLostError(
+        # The server's end-of-file keeps its class (nats-py's UnexpectedEOF) in the report.
+        kind = type(err) if isinstance(err, errors.UnexpectedEOF) else errors.ConnectionLostError
+        report = kind(
             f"disconnected from {conn.server.url}: {err}"
             + (
                 f"; {unconfirmed} frame(s) written since the server last confirmed "
@@ -209,9 +224,17 @@ class Network:
     def _reconnect_loop(self) -> Optional[Conn]:
         pool = self.pool
         while not self._link.closing:
-            server = pool.next_server()
-            if server is None or not pool.wait_turn(server, self.stop):
-                return None
+            if pool.chooser is not None:  # nats-py's reconnect_to_server_handler
+                picked = pool.choose(self.server_info, self._report)
+                if picked is None or (picked[1] > 0 and self.stop.wait(picked[1])):
+                    return None
+                server = picked[0]
+                pool.count_attempt(server)
+            else:
+                found = pool.next_server()
+                if found is None or not pool.wait_turn(found, self.stop):
+                    return None
+                server = found
             try:
                 conn = dial(server, self.dial_opts, self._msg_owner)
             except errors.NATSError as exc:
@@ -254,6 +277,7 @@ class Network:
                 self._update_info(ev.data, conn)
                 if ev.data.get("ldm"):
                     self._lame_duck(conn)
+                    self._callbacks.call(self.lame_duck_mode_cb)
         elif isinstance(ev, proto.Err):
             self._on_err(ev.message)
 
@@ -279,6 +303,18 @@ class Network:
                 )
             )
         )
+
+    def force_reconnect(self) -> None:
+        """Drop the live connection as a failure would: the network thread reports it,
+        calls disconnected_cb and reconnects (the pool's next server first). Nothing when
+        not connected or allow_reconnect is False (as nats-py)."""
+        link = self._link
+        with link.wlock:
+            conn = link.conn
+            if link.state is not CONNECTED or conn is None or not self.allow_reconnect:
+                return
+            self._forced = conn
+        conn.shutdown()
 
     def _on_err(self, message: str) -> None:
         self.errors_received += 1

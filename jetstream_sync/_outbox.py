@@ -91,6 +91,7 @@ class Outbox:
         self.max_payload = 1024 * 1024
         self.write_timeout = 10.0
         self.reconnect_buf_size = 8 * 1024 * 1024
+        self.check_subjects = True  # False: connect(skip_subject_validation=True)
         self.timers: Optional[Timers] = None
         self._linger = False  # an ack's deferred flusher wake-up is scheduled
         # Pings in wire order: (what its PONG wakes, frames written or queued before it).
@@ -109,7 +110,7 @@ class Outbox:
     # --- frames -------------------------------------------------------------------------
 
     def cache_prefix(self, subject: Any) -> bytes:
-        prefix = proto.pub_prefix(subject)
+        prefix = proto.pub_prefix(subject, None, self.check_subjects)
         if len(self.pub_cache) >= 4096:
             self.pub_cache.clear()
         self.pub_cache[subject] = prefix
@@ -123,7 +124,7 @@ class Outbox:
         if reply is not None and not isinstance(reply, str):
             raise errors.BadSubjectError(f"reply subject must be a str, got {type(reply).__name__}")
         if headers is None:
-            prefix = proto.pub_prefix(subject, reply)
+            prefix = proto.pub_prefix(subject, reply, self.check_subjects)
             size = len(data)
             self.check_payload(size)
             return proto.PUB_TEMPLATE % (prefix, size, data), size
@@ -131,7 +132,7 @@ class Outbox:
         size = len(block) + len(data)
         self.check_payload(size)
         return proto.HPUB_TEMPLATE % (
-            proto.hpub_prefix(subject, reply),
+            proto.hpub_prefix(subject, reply, self.check_subjects),
             len(block),
             size,
             block,
@@ -200,7 +201,7 @@ class Outbox:
             if state is CLOSED or link.closing:
                 raise errors.ConnectionClosedError("cannot publish: the client is closed")
             if self.draining_pubs:
-                raise errors.ConnectionClosedError("cannot publish: the client is draining")
+                raise errors.ConnectionDrainingError("cannot publish: the client is draining")
             if state is NEW:
                 raise errors.ConnectionClosedError("cannot publish: the client is not connected")
             if state is RECONNECTING:
@@ -366,6 +367,14 @@ class Outbox:
         waiters = [w for w, _ in self.pings]
         self.pings.clear()
         return lost, waiters
+
+    def pending_data_size(self) -> int:
+        """Bytes waiting to be written: the buffer and the connection's unsent tail."""
+        # list() of a deque runs in C without releasing the GIL: a consistent copy.
+        size = sum(map(len, filter(None, list(self.out))))
+        conn = self.link.conn
+        tail = conn.tail if conn is not None else None
+        return size + (len(tail) if tail is not None else 0)
 
     @property
     def out_msgs(self) -> int:

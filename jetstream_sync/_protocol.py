@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from .errors import BadSubjectError, ProtocolError
+from .errors import BadSubjectError, JsonParseError, ProtocolError
 from .msg import Msg
 
 __all__ = [
@@ -365,9 +365,9 @@ class Parser:
             try:
                 data = json.loads(rest)
             except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
-                raise ProtocolError(f"INFO is not valid JSON: {exc}") from None
+                raise JsonParseError(f"INFO is not valid JSON: {exc}") from None
             if not isinstance(data, dict):
-                raise ProtocolError("INFO is not a JSON object")
+                raise JsonParseError("INFO is not a JSON object")
             append(Info(data))
         elif op in (b"MSG", b"HMSG"):
             # Lower-case or oddly spaced message lines are legal but never sent by
@@ -439,19 +439,28 @@ def _enc(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
 
 
-def pub_prefix(subject: str, reply: Optional[str] = None) -> bytes:
-    """``PUB <subject> [reply] `` with both checked."""
-    check_publish_subject(subject)
+def pub_prefix(subject: str, reply: Optional[str] = None, check: bool = True) -> bytes:
+    """``PUB <subject> [reply] `` with both checked. ``check=False``
+    (skip_subject_validation) skips the subject grammar (empty tokens, wildcards) but keeps
+    what guards the protocol's framing: a str, not empty, no whitespace (CR, LF)."""
+    _check_pub(subject, "subject", check)
     if reply:
-        check_publish_subject(reply, "reply subject")
+        _check_pub(reply, "reply subject", check)
         return b"PUB %b %b " % (_enc(subject), _enc(reply))
     return b"PUB %b " % _enc(subject)
 
 
-def hpub_prefix(subject: str, reply: Optional[str] = None) -> bytes:
-    check_publish_subject(subject)
+def _check_pub(subject: Any, what: str, grammar: bool) -> None:
+    if grammar:
+        check_publish_subject(subject, what)
+    else:
+        _check_common(subject, what)
+
+
+def hpub_prefix(subject: str, reply: Optional[str] = None, check: bool = True) -> bytes:
+    _check_pub(subject, "subject", check)
     if reply:
-        check_publish_subject(reply, "reply subject")
+        _check_pub(reply, "reply subject", check)
         return b"HPUB %b %b " % (_enc(subject), _enc(reply))
     return b"HPUB %b " % _enc(subject)
 

@@ -142,7 +142,7 @@ class Reader:
 
     def _feed(self, conn: Conn, data: bytes) -> Optional[errors.NATSError]:
         if not data:
-            return errors.ConnectionLostError(f"server {conn.server.url} closed the connection")
+            return errors.UnexpectedEOF(f"server {conn.server.url} closed the connection")
         try:
             conn.parser.receive_data(data)
             return self.dispatch(conn.parser.events())

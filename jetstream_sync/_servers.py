@@ -4,15 +4,97 @@ servers learnt from INFO, and which server to try next and when."""
 
 from __future__ import annotations
 
+import functools
 import random
+import re
 import threading
 import time
 import urllib.parse
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import errors
 
-__all__ = ["Server", "ServerPool", "parse_url", "redact"]
+__all__ = [
+    "PoolServer",
+    "ReconnectHandler",
+    "Server",
+    "ServerPool",
+    "ServerVersion",
+    "parse_url",
+    "redact",
+]
+
+
+@dataclass(frozen=True)
+class PoolServer:
+    """What ``reconnect_to_server_handler`` sees of one server (nats-py's ``Server``):
+    ``uri`` (a ``urllib.parse.ParseResult``, no credentials) and its failed ``reconnects``
+    in a row."""
+
+    uri: urllib.parse.ParseResult
+    reconnects: int = 0
+
+
+# nats-py 2.x: (eligible servers, the last INFO) -> (the server to dial or None, seconds to
+# wait first). Called on the network thread before each reconnect attempt: it must not block.
+ReconnectHandler = Callable[[List[PoolServer], Dict[str, Any]], Tuple[Optional[PoolServer], float]]
+
+_SEMVER = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+([0-9A-Za-z.-]+))?")
+
+
+@functools.total_ordering
+class ServerVersion:
+    """A server's version (``nc.connected_server_version``), like nats-py's: ``major``,
+    ``minor``, ``patch``, ``prerelease``, ``build``, ``dev``; compares with another
+    ServerVersion, a ``"2.10.3"`` string or a ``(2, 10, 3)`` tuple, by (major, minor, patch)
+    and a release above its pre-releases."""
+
+    __slots__ = ("build", "major", "minor", "patch", "prerelease", "text")
+
+    def __init__(self, text: str) -> None:
+        match = _SEMVER.fullmatch(text.strip()) if isinstance(text, str) else None
+        if match is None:
+            raise errors.InvalidArgumentError(f"{text!r} is not a semantic version")
+        self.text = text
+        self.major, self.minor, self.patch = (int(g) for g in match.groups()[:3])
+        self.prerelease = match.group(4) or ""
+        self.build = match.group(5) or ""
+
+    @property
+    def dev(self) -> str:
+        return "+".join((self.prerelease, self.build)) if self.build else self.prerelease
+
+    def _key(self) -> Tuple[int, int, int, int, str]:
+        return (self.major, self.minor, self.patch, 0 if self.prerelease else 1, self.prerelease)
+
+    @staticmethod
+    def _other(other: object) -> Optional[Tuple[int, int, int, int, str]]:
+        if isinstance(other, str):
+            other = ServerVersion(other)
+        if isinstance(other, ServerVersion):
+            return other._key()
+        if isinstance(other, tuple) and all(isinstance(x, int) for x in other):
+            padded = (*other, 0, 0, 0)
+            return (padded[0], padded[1], padded[2], 1, "")
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        key = self._other(other)
+        return NotImplemented if key is None else self._key() == key
+
+    def __lt__(self, other: object) -> bool:
+        key = self._other(other)
+        return NotImplemented if key is None else self._key() < key
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"<nats server v{self.text}>"
 
 
 class Server:
@@ -110,15 +192,19 @@ class ServerPool:
         jitter: float,
     ) -> None:
         self.servers = servers
+        self.randomize = randomize
         if randomize and len(servers) > 1:
             random.shuffle(self.servers)
         self.max_reconnect_attempts = max_reconnect_attempts
         self.reconnect_wait = reconnect_wait
         self.jitter = jitter
+        self.chooser: Optional[ReconnectHandler] = None
         self._lock = threading.Lock()
 
-    def learn(self, info: Dict[str, Any], server: Server) -> None:
-        """Add the servers an INFO's ``connect_urls`` names that the pool lacks."""
+    def learn(self, info: Dict[str, Any], server: Server) -> int:
+        """Add the servers an INFO's ``connect_urls`` names that the pool lacks; returns
+        how many were added."""
+        added = 0
         with self._lock:
             known = {(s.host, s.port) for s in self.servers}
             urls = info.get("connect_urls")
@@ -134,6 +220,8 @@ class ServerPool:
                 if (new.host, new.port) not in known:
                     known.add((new.host, new.port))
                     self.servers.append(new)
+                    added += 1
+        return added
 
     def next_server(self) -> Optional[Server]:
         """The next server with attempts left; it moves to the back of the pool. Servers in
@@ -165,3 +253,79 @@ class ServerPool:
     def others_than(self, server: Server) -> bool:
         """Whether the pool knows a server besides ``server``."""
         return any(s is not server for s in self.servers)
+
+    def choose(
+        self, info: Dict[str, Any], report: Callable[[errors.NATSError], None]
+    ) -> Optional[Tuple[Server, float]]:
+        """reconnect_to_server_handler's pick among the servers with attempts left, and how
+        long to wait before dialling it; None when no server has attempts left. A handler
+        that raises, or picks a server not in the pool, is reported and the first eligible
+        server is taken, after the usual reconnect wait."""
+        assert self.chooser is not None
+        limit = self.max_reconnect_attempts
+        with self._lock:
+            eligible = [s for s in self.servers if limit < 0 or s.reconnects < limit]
+        if not eligible:
+            return None
+        snapshot = [PoolServer(urllib.parse.urlparse(s.url), s.reconnects) for s in eligible]
+        try:
+            picked, delay = self.chooser(snapshot, dict(info))
+            if picked is None:
+                return eligible[0], self._wait_for(eligible[0])
+            netloc = picked.uri.netloc
+            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+                raise errors.InvalidArgumentError(f"delay must be seconds >= 0, got {delay!r}")
+        except Exception as exc:
+            err = errors.CallbackError(
+                f"reconnect_to_server_handler failed: {type(exc).__name__}: {exc}"
+            )
+            err.__cause__ = exc
+            report(err)
+            return eligible[0], self._wait_for(eligible[0])
+        for s in eligible:
+            if urllib.parse.urlparse(s.url).netloc == netloc:
+                return s, float(delay)
+        report(
+            errors.ServerNotInPoolError(
+                f"reconnect_to_server_handler chose {netloc!r}, which is not among the "
+                f"eligible servers ({', '.join(s.url for s in eligible)})"
+            )
+        )
+        return eligible[0], self._wait_for(eligible[0])
+
+    def _wait_for(self, server: Server) -> float:
+        delay = server.last_attempt + self.reconnect_wait - time.monotonic()
+        return delay + random.uniform(0, self.jitter) if delay > 0 else 0.0
+
+    @staticmethod
+    def count_attempt(server: Server) -> None:
+        server.last_attempt = time.monotonic()
+        server.reconnects += 1
+
+    def snapshot(self) -> List[PoolServer]:
+        """The pool as nats-py's ``server_pool`` shows it: no credentials, a copy."""
+        with self._lock:
+            return [PoolServer(urllib.parse.urlparse(s.url), s.reconnects) for s in self.servers]
+
+    def replace(self, servers: List[Server]) -> None:
+        """nats-py's ``set_server_pool``: the pool for the next reconnect. A server already
+        in the pool keeps its state (failed attempts, lame duck); the connection in use is
+        left alone; discovery goes on adding what INFO announces."""
+        with self._lock:
+            old = {(s.host, s.port): s for s in self.servers}
+            pool: List[Server] = []
+            for new in servers:
+                kept = old.get((new.host, new.port))
+                if kept is not None:
+                    new.reconnects = kept.reconnects
+                    new.last_attempt = kept.last_attempt
+                    new.lame_until = kept.lame_until
+                pool.append(new)
+            if self.randomize and len(pool) > 1:
+                random.shuffle(pool)
+            self.servers = pool
+
+    def discovered(self) -> List[str]:
+        """The servers learnt from INFO (not given to connect)."""
+        with self._lock:
+            return [s.url for s in self.servers if s.implicit]

@@ -31,19 +31,19 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
+from . import _options, errors
 from . import _protocol as proto
-from . import errors
-from ._auth import JWTCallback, PathOrSeed, SignatureCallback, UserAuth
+from ._auth import JWTCallback, PathOrSeed, SignatureCallback
 from ._callbacks import Callbacks, Hooks
 from ._conn import Conn, Waiter
-from ._dial import DialOptions
 from ._link import CLOSED, CONNECTED, FORKED, NEW, RECONNECTING, Link
 from ._network import Network
 from ._nuid import NUID
+from ._options import check_callable, check_positive_int
 from ._outbox import CRLF, HIGH_WATER, SIZE_LINES, Outbox, as_bytes, size_line
 from ._reader import Reader
 from ._requests import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS, RequestMux
-from ._servers import ServerPool, parse_url
+from ._servers import PoolServer, ReconnectHandler, ServerVersion, parse_url
 from ._subs import SubscriptionTable
 from ._timeouts import Deadline, check_timeout
 from ._timers import Timers
@@ -69,6 +69,15 @@ ErrorCallback = Callable[[Exception], None]
 Callback = Callable[[], None]
 
 
+def _payload(data: Any, payload: Any) -> Any:
+    """nats-py's ``payload=`` for our ``data``."""
+    if data:
+        raise errors.InvalidArgumentError(
+            "give data or payload, not both: payload is nats-py's name for data"
+        )
+    return payload
+
+
 # --- fork safety ---------------------------------------------------------------------
 
 _live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
@@ -83,22 +92,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _check_positive_int(value: Any, what: str, *, allow_none: bool = False) -> Optional[int]:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise errors.InvalidArgumentError(f"{what} must be an int > 0, got {value!r}")
-    return value
-
-
-def _check_callable(value: Any, what: str) -> Any:
-    if value is not None and not callable(value):
-        raise errors.InvalidArgumentError(f"{what} must be callable, got {type(value).__name__}")
-    return value
-
-
 class Client:
     """A connection to NATS. Use :func:`connect` to make one."""
+
+    # nats-py's status numbers (its ``Client.CONNECTED`` ...), for code that names them.
+    DISCONNECTED = 0
+    CONNECTED = 1
+    CLOSED = 2
+    RECONNECTING = 3
+    CONNECTING = 4
+    DRAINING_SUBS = 5
+    DRAINING_PUBS = 6
 
     def __init__(self) -> None:
         link = self._link = Link()
@@ -131,6 +135,9 @@ class Client:
         self._timers: Optional[Timers] = None
         self._last_error: Optional[errors.NATSError] = None
         self._closed_cb: Optional[Callback] = None
+        self._flush_timeout = 2.0  # flush()'s default (connect(flush_timeout=))
+        self._drain_timeout = 30.0  # drain()'s default (connect(drain_timeout=))
+        self._draining = 0  # DRAINING_SUBS, then DRAINING_PUBS, while drain() runs
         self._core: Optional[Core] = None  # made by _seam.core_of on first use
 
     # --- connecting -------------------------------------------------------------------
@@ -146,7 +153,7 @@ class Client:
         closed_cb: Optional[Callback] = None,
         user: Optional[str] = None,
         password: Optional[str] = None,
-        token: Optional[str] = None,
+        token: Optional[Union[str, Callable[[], str]]] = None,
         tls: Optional[ssl.SSLContext] = None,
         tls_hostname: Optional[str] = None,
         tls_handshake_first: bool = False,
@@ -159,118 +166,39 @@ class Client:
         max_reconnect_attempts: int = 60,
         reconnect_time_wait: float = 2.0,
         reconnect_jitter: float = 0.1,
-        reconnect_buf_size: int = 8 * 1024 * 1024,
+        reconnect_buf_size: Optional[int] = None,
         ping_interval: float = 120.0,
         max_outstanding_pings: int = 2,
         write_timeout: float = 10.0,
-        no_randomize: bool = False,
-        echo: bool = True,
+        no_randomize: Optional[bool] = None,
+        echo: Optional[bool] = None,
         inbox_prefix: str = "_INBOX",
         verbose: bool = False,
         pedantic: bool = False,
         retry_on_failed_connect: bool = False,
+        # nats-py's names and options (see _options.py for how each maps onto ours)
+        discovered_server_cb: Optional[Callback] = None,
+        lame_duck_mode_cb: Optional[Callback] = None,
+        dont_randomize: Optional[bool] = None,
+        no_echo: Optional[bool] = None,
+        drain_timeout: Optional[float] = None,
+        flush_timeout: Optional[float] = None,
+        pending_size: Optional[int] = None,
+        nkeys_seed_str: Optional[str] = None,
+        flusher_queue_size: int = 1024,
+        skip_subject_validation: bool = False,
+        reconnect_to_server_handler: Optional[ReconnectHandler] = None,
+        ws_connection_headers: Optional[Dict[str, List[str]]] = None,
     ) -> Client:
         """Connect to the first reachable server of ``servers``; see :func:`connect`."""
         if self._link.state is not NEW:
             raise errors.InvalidArgumentError(
                 "this Client has already been connected; make a new one"
             )
-        if isinstance(servers, str):
-            urls = [u for u in servers.split(",") if u.strip()]
-        elif isinstance(servers, (list, tuple)):
-            urls = list(servers)
-        else:
-            raise errors.InvalidArgumentError(
-                f"servers must be a URL string or a list of them, got {type(servers).__name__}"
-            )
-        if not urls:
-            raise errors.InvalidArgumentError("servers is empty")
-        parsed = [parse_url(u) for u in urls]
-        for cb_name, cb in (
-            ("error_cb", error_cb),
-            ("disconnected_cb", disconnected_cb),
-            ("reconnected_cb", reconnected_cb),
-            ("closed_cb", closed_cb),
-        ):
-            _check_callable(cb, cb_name)
-        if tls is not None and not isinstance(tls, ssl.SSLContext):
-            raise errors.InvalidArgumentError(
-                f"tls must be an ssl.SSLContext, got {type(tls).__name__}"
-            )
-        for what, value in (
-            ("user", user),
-            ("password", password),
-            ("token", token),
-            ("name", name),
-            ("tls_hostname", tls_hostname),
-        ):
-            if value is not None and not isinstance(value, str):
-                raise errors.InvalidArgumentError(
-                    f"{what} must be a str, got {type(value).__name__}"
-                )
-        if not isinstance(tls_handshake_first, bool):
-            raise errors.InvalidArgumentError(
-                f"tls_handshake_first must be a bool, got {type(tls_handshake_first).__name__}"
-            )
-        if not isinstance(retry_on_failed_connect, bool):
-            raise errors.InvalidArgumentError(
-                "retry_on_failed_connect must be a bool, "
-                f"got {type(retry_on_failed_connect).__name__}"
-            )
-        if (user is None) != (password is None):
-            raise errors.InvalidArgumentError("user and password go together: give both or neither")
-        if not isinstance(max_reconnect_attempts, int) or isinstance(max_reconnect_attempts, bool):
-            raise errors.InvalidArgumentError(
-                "max_reconnect_attempts must be an int (-1 for no limit), "
-                f"got {max_reconnect_attempts!r}"
-            )
-        proto.check_publish_subject(inbox_prefix, "inbox_prefix")
-        ping = check_timeout(ping_interval, "ping_interval")
-        if not ping:
-            raise errors.BadTimeoutError("ping_interval must be > 0 seconds")
-        write_t = check_timeout(write_timeout, "write_timeout")
-        if not write_t:
-            raise errors.BadTimeoutError("write_timeout must be > 0 seconds")
+        options = dict(locals())
+        del options["self"]
+        _options.configure(self, options)
         net = self._network
-        net.pool = ServerPool(
-            parsed,
-            not no_randomize,
-            max_reconnect_attempts,
-            check_timeout(reconnect_time_wait, "reconnect_time_wait"),
-            check_timeout(reconnect_jitter, "reconnect_jitter"),
-        )
-        net.dial_opts = DialOptions(
-            connect_timeout=check_timeout(connect_timeout, "connect_timeout"),
-            name=name,
-            user=user,
-            password=password,
-            token=token,
-            auth=UserAuth.from_options(nkeys_seed, user_credentials, signature_cb, user_jwt_cb),
-            tls=tls,
-            tls_hostname=tls_hostname,
-            tls_first=tls_handshake_first,
-            echo=bool(echo),
-            verbose=bool(verbose),
-            pedantic=bool(pedantic),
-            inbox_prefix=inbox_prefix,
-        )
-        net.ping_interval = ping
-        net.max_outstanding_pings = (
-            _check_positive_int(max_outstanding_pings, "max_outstanding_pings") or 2
-        )
-        net.allow_reconnect = bool(allow_reconnect)
-        net.disconnected_cb = disconnected_cb
-        net.reconnected_cb = reconnected_cb
-        # A write that makes no progress for this long: the peer stopped reading, and the
-        # connection is stale (then the reconnect path, as for unanswered pings).
-        self._outbox.write_timeout = write_t
-        self._outbox.reconnect_buf_size = (
-            _check_positive_int(reconnect_buf_size, "reconnect_buf_size") or 0
-        )
-        self._callbacks.error_cb = error_cb
-        self._closed_cb = closed_cb
-        self._inbox_prefix = self._requests.inbox_prefix = inbox_prefix
-
         try:
             conn: Optional[Conn] = net.first_connect()
         except errors.NoServersError as exc:
@@ -303,8 +231,13 @@ class Client:
         data: bytes = b"",
         reply: Optional[str] = None,
         headers: Optional[HeadersLike] = None,
+        *,
+        payload: Optional[bytes] = None,
     ) -> None:
-        """Publish ``data`` to ``subject``. Returns once queued; ``flush()`` confirms."""
+        """Publish ``data`` to ``subject``. Returns once queued; ``flush()`` confirms.
+        ``payload=`` is nats-py's name for ``data``."""
+        if payload is not None:
+            data = _payload(data, payload)
         # The hottest path there is: the frame is built and queued here, with the outbox's
         # own fields, rather than through two calls (a call is a tenth of its cost).
         ob = self._outbox
@@ -351,15 +284,22 @@ class Client:
         max_msgs: Optional[int] = None,
         pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
         pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
+        future: Any = None,
     ) -> Subscription:
-        """Subscribe to ``subject``; read with ``next_msg``, iteration, or ``cb``."""
+        """Subscribe to ``subject``; read with ``next_msg``, iteration, or ``cb``.
+        nats-py's ``future=`` (an asyncio future) has no place here: refused."""
+        if future is not None:
+            raise errors.InvalidArgumentError(
+                "future= is nats-py's asyncio way to get one message; there are no asyncio "
+                "futures here: use sub.next_msg(timeout=...) or cb= (with max_msgs=1)"
+            )
         proto.check_subscribe_subject(subject)
         if queue is not None:
             proto.check_queue(queue)
-        _check_callable(cb, "cb")
-        _check_positive_int(max_msgs, "max_msgs", allow_none=True)
-        _check_positive_int(pending_msgs_limit, "pending_msgs_limit")
-        _check_positive_int(pending_bytes_limit, "pending_bytes_limit")
+        check_callable(cb, "cb")
+        check_positive_int(max_msgs, "max_msgs", allow_none=True)
+        check_positive_int(pending_msgs_limit, "pending_msgs_limit")
+        check_positive_int(pending_bytes_limit, "pending_bytes_limit")
         return self._table.add(
             subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit
         )
@@ -376,12 +316,24 @@ class Client:
         data: bytes = b"",
         timeout: float = 1.0,
         headers: Optional[HeadersLike] = None,
+        *,
+        payload: Optional[bytes] = None,
+        old_style: bool = False,
     ) -> Msg:
         """Publish a request and wait for the first reply.
 
         Raises :class:`NoRespondersError` when nobody is subscribed (status 503) and
-        :class:`~jetstream_sync.TimeoutError` when no reply came in time.
+        :class:`~jetstream_sync.TimeoutError` when no reply came in time. ``payload=`` is
+        nats-py's name for ``data``. ``old_style`` (nats-py: one inbox subscription per
+        request) is accepted and changes nothing the caller sees: the shared inbox used
+        here gives the same reply, errors and timeout.
         """
+        if payload is not None:
+            data = _payload(data, payload)
+        if not isinstance(old_style, bool):
+            raise errors.InvalidArgumentError(
+                f"old_style must be a bool, got {type(old_style).__name__}"
+            )
         t = check_timeout(timeout, "request timeout")
         return self._requests.request(subject, data, t, headers)
 
@@ -403,10 +355,28 @@ class Client:
             self, prefix, domain, timeout, publish_async_max_pending, publish_async_stall_wait
         )
 
+    def jsm(
+        self,
+        prefix: str = "$JS.API",
+        domain: Optional[str] = None,
+        timeout: float = 5.0,
+        publish_async_max_pending: int = 4000,
+        publish_async_stall_wait: float = 5.0,
+    ) -> JetStream:
+        """nats-py's JetStream manager: the management calls (add_stream, consumer_info
+        ...) are methods of the JetStream context here, so this is :meth:`jetstream`."""
+        return self.jetstream(
+            prefix, domain, timeout, publish_async_max_pending, publish_async_stall_wait
+        )
+
     # --- flush, drain, close --------------------------------------------------------------
 
-    def flush(self, timeout: float = 2.0) -> None:
-        """Send everything buffered and wait for the server to confirm it (PING/PONG)."""
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Send everything buffered and wait for the server to confirm it (PING/PONG).
+        Default timeout: connect's ``flush_timeout`` (2 s). FlushTimeoutError (a
+        TimeoutError) when no PONG came in time."""
+        if timeout is None:
+            timeout = self._flush_timeout
         t = check_timeout(timeout, "flush timeout")
         deadline = Deadline(t, "flush")
         link = self._link
@@ -425,16 +395,28 @@ class Client:
             self._outbox.ping_locked(waiter, kick=False)
         self._outbox.write_pending()
         if not self._reader.wait_for(waiter, deadline.remaining()):
-            raise errors.TimeoutError(f"flush: no PONG from the server within {timeout} s")
+            raise errors.FlushTimeoutError(f"flush: no PONG from the server within {timeout} s")
         if waiter.error is not None:
             raise waiter.error
 
-    def drain(self, timeout: float = 30.0) -> None:
-        """Unsubscribe everything, let callbacks finish, flush publishes, then close."""
+    def rtt(self, timeout: Optional[float] = None) -> float:
+        """The round trip to the server in seconds: a PING after what is buffered, until
+        its PONG (a timed :meth:`flush`, with its default timeout and errors)."""
+        start = time.monotonic()
+        self.flush(timeout)
+        return time.monotonic() - start
+
+    def drain(self, timeout: Optional[float] = None) -> None:
+        """Unsubscribe everything, let callbacks finish, flush publishes, then close.
+        Default timeout: connect's ``drain_timeout`` (30 s). DrainTimeoutError (a
+        TimeoutError) when it did not finish in time; the client is closed either way."""
+        if timeout is None:
+            timeout = self._drain_timeout
         deadline = Deadline(check_timeout(timeout, "drain timeout"), "drain")
         link = self._link
         link.check_open("drain")
         subs = [s for s in list(self._table.subs.values()) if s is not self._requests.sub]
+        self._draining = self.DRAINING_SUBS
         try:
             for sub in subs:
                 self._outbox.enqueue(proto.encode_unsub(sub.sid))
@@ -452,9 +434,13 @@ class Client:
             with link.wlock:
                 self._outbox.draining_pubs = True
                 self._outbox.pub_fast = False
+            self._draining = self.DRAINING_PUBS
             if link.state is CONNECTED:
                 self.flush(deadline.remaining())
+        except errors.TimeoutError as exc:
+            raise errors.DrainTimeoutError(f"drain: not done within {timeout} s: {exc}") from exc
         finally:
+            self._draining = 0
             self.close()
 
     def close(self) -> None:
@@ -584,6 +570,83 @@ class Client:
     def last_error(self) -> Optional[errors.NATSError]:
         return self._last_error
 
+    @property
+    def is_connecting(self) -> bool:
+        """connect() is dialling its first server."""
+        return self._network.connecting
+
+    @property
+    def is_draining(self) -> bool:
+        """drain() is running (its subscriptions, then its publishes)."""
+        return self._draining != 0
+
+    @property
+    def is_draining_pubs(self) -> bool:
+        """drain() is past the subscriptions: new publishes are refused."""
+        return self._draining == self.DRAINING_PUBS
+
+    @property
+    def client_id(self) -> Optional[int]:
+        """The id the server gave this connection (its INFO's ``client_id``)."""
+        value = self._network.server_info.get("client_id")
+        return value if isinstance(value, int) else None
+
+    @property
+    def client_ip(self) -> Optional[str]:
+        """This client's address as the server sees it (its INFO's ``client_ip``)."""
+        value = self._network.server_info.get("client_ip")
+        return value if isinstance(value, str) else None
+
+    @property
+    def connected_server_version(self) -> ServerVersion:
+        """The connected server's version (``0.0.0-unknown`` when not connected)."""
+        version = self._network.server_info.get("version")
+        if self.is_connected and isinstance(version, str):
+            try:
+                return ServerVersion(version)
+            except errors.InvalidArgumentError:
+                pass
+        return ServerVersion("0.0.0-unknown")
+
+    @property
+    def server_pool(self) -> List[PoolServer]:
+        """A copy of the server pool as nats-py shows it: ``uri`` (no credentials) and
+        ``reconnects`` (failed attempts in a row) per server."""
+        return self._network.pool.snapshot()
+
+    def set_server_pool(self, servers: List[str]) -> None:
+        """Replace the server pool (nats-py's name): the next reconnect picks from these
+        URLs. The current connection stays; servers kept keep their state; discovery goes on.
+        """
+        if self.is_closed:
+            raise errors.ConnectionClosedError("set_server_pool: the client is closed")
+        if isinstance(servers, str) or not isinstance(servers, (list, tuple)) or not servers:
+            raise errors.InvalidArgumentError(
+                f"set_server_pool needs a non-empty list of server URLs, got {servers!r}"
+            )
+        self._network.pool.replace([parse_url(u) for u in servers])
+
+    @property
+    def discovered_servers(self) -> List[str]:
+        """The servers the cluster announced (in INFO), not given to connect."""
+        return self._network.pool.discovered()
+
+    @property
+    def pending_data_size(self) -> int:
+        """Bytes buffered and not yet written to the socket."""
+        return self._outbox.pending_data_size()
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """connect's ``tls`` context, or a default (verifying) one, as nats-py."""
+        return self._network.dial_opts.tls or ssl.create_default_context()
+
+    def force_reconnect(self) -> None:
+        """Drop the connection and reconnect as after a failure (disconnected_cb,
+        reconnected_cb, subscriptions kept). Nothing when not connected or when
+        allow_reconnect is False, as nats-py."""
+        self._network.force_reconnect()
+
     def __enter__(self) -> Client:
         return self
 
@@ -618,5 +681,18 @@ def connect(servers: Union[str, Sequence[str]] = DEFAULT_URL, **options: Any) ->
     calls reconnected_cb; when the attempts run out the client closes (closed_cb, error_cb
     with NoServersError). Wrong credentials and a server that demands TLS still raise at
     once. Default False: connect raises NoServersError when no server answers.
+
+    nats-py's options, with nats-py's meaning (details in ``jetstream_sync._options``):
+    dont_randomize (= no_randomize), no_echo (= not echo; both spellings only when they
+    agree), discovered_server_cb (servers announced after the first connection),
+    lame_duck_mode_cb, drain_timeout and flush_timeout (the defaults of drain() and
+    flush()), pending_size (= reconnect_buf_size: bytes a disconnected client buffers; 0
+    refuses publishes while disconnected), token as a callable (called at every CONNECT),
+    nkeys_seed_str (a seed as text), flusher_queue_size (checked, no effect: our flusher has
+    no queue), skip_subject_validation (publish skips the subject grammar, keeps the
+    framing checks: a str without whitespace), reconnect_to_server_handler(servers, info) ->
+    (server or None, delay) (picks each reconnect's server; runs on the network thread and
+    must not block), ws_connection_headers (refused: TCP only). Callbacks are plain
+    functions, run on the callback thread; ``async def`` ones are refused.
     """
     return Client().connect(servers, **options)

@@ -5,21 +5,34 @@ message names the problem (the subject, the limit, the server's words) and never
 
 ::
 
-    NATSError
+    NATSError (nats-py's Error: the same class)
     ├── InvalidArgumentError (also ValueError)       bad input to a public call
     │   ├── BadSubjectError                           empty, whitespace, wildcard publish
     │   ├── BadTimeoutError                           negative, NaN or non-numeric timeout
-    │   └── MaxPayloadError                           payload larger than the server allows
+    │   ├── MaxPayloadError                           payload larger than the server allows
+    │   ├── BadHeaderError                            a header key or value that cannot be sent
+    │   ├── InvalidUserCredentialsError               a bad creds file or nkey seed
+    │   ├── InvalidCallbackTypeError                  a callback that is not callable (or async)
+    │   └── ServerNotInPoolError                      reconnect_to_server_handler chose a stranger
     ├── TimeoutError (also builtins.TimeoutError)     a deadline ran out
-    │   └── FetchTimeoutError                         a pull subscription's fetch got nothing
+    │   ├── FetchTimeoutError                         a pull subscription's fetch got nothing
+    │   ├── FlushTimeoutError                         flush() got no PONG in time
+    │   └── DrainTimeoutError                         drain() did not finish in time
     ├── ConnectionClosedError                         the client is closed (or closing)
+    │   └── ConnectionDrainingError                   a publish while drain() flushes publishes
     ├── ConnectionLostError                           the connection dropped under a waiting call
+    │   ├── UnexpectedEOF                             the server closed the connection
+    │   └── ConnectionReconnectingError               (nats-py's name; never raised here)
     ├── NoServersError                                no server could be reached
     ├── AuthorizationError                            the server refused the credentials
     ├── SecureConnectionRequiredError                 TLS wanted on one side but not the other
+    │   ├── SecureConnRequiredError                   the server demands TLS
+    │   ├── SecureConnWantedError                     we asked for TLS, the server offers none
+    │   └── SecureConnFailedError                     the TLS handshake failed
     ├── StaleConnectionError                          pings went unanswered
     ├── LameDuckModeError                             the server announced it is leaving
     ├── ProtocolError                                 the server sent bytes we cannot parse
+    │   └── JsonParseError                            an INFO that is not a JSON object
     ├── ServerError                                   -ERR from the server
     │   └── PermissionsError                          publish/subscribe not allowed
     ├── NoRespondersError                             a request had nobody listening (503)
@@ -29,6 +42,7 @@ message names the problem (the subject, the limit, the server's words) and never
     ├── BadSubscriptionError                          the subscription has ended
     ├── CallbackError                                 a user callback raised (reported, not raised)
     ├── ClientForkedError                             a client used in a process it was not made in
+    ├── MsgAlreadyAckdError                           (nats-py's name; never raised here)
     └── JetStreamError                                anything JetStream
         ├── JetStreamNotEnabledError                  no JetStream on the server or account
         ├── NoStreamResponseError                     a JS publish that no stream captured (503)
@@ -47,7 +61,7 @@ message names the problem (the subject, the limit, the server's words) and never
         ├── KeyValueError                             anything Key-Value (js.key_value())
         │   ├── BucketNotFoundError (also ObjectStoreError, StreamNotFoundError)  no bucket
         │   ├── BadBucketError                        the stream KV_<bucket> is not a bucket
-        │   ├── KeyNotFoundError                      no value for the key
+        │   ├── KeyNotFoundError (also NotFoundError)     no value for the key
         │   │   └── KeyDeletedError                   its latest entry is a delete/purge marker
         │   ├── KeyWrongLastSequenceError (also StreamWrongLastSequenceError)  lost a CAS race
         │   ├── NoKeysError                           keys() / history() found nothing
@@ -59,19 +73,24 @@ message names the problem (the subject, the limit, the server's words) and never
             ├── NotFoundError                         any other 404 (nats-py's name), and:
             │   ├── StreamNotFoundError               10059
             │   ├── ConsumerNotFoundError             10014
-            │   └── NoMessageFoundError               10037 (or status 404 on direct get)
-            ├── StreamNameAlreadyInUseError           10058
-            ├── StreamSubjectOverlapError             10065
-            ├── StreamWrongLastSequenceError          10071
-            ├── StreamWrongLastMsgIdError             10070
-            ├── StreamNotMatchError                   10060 (expected stream)
-            ├── ConsumerAlreadyExistsError            10148, 10013
-            ├── ConsumerDoesNotExistError             10149 (update of a missing consumer)
-            ├── MessageTooLargeError                  10054
-            ├── BadRequestError                       10003
-            │   └── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
-            ├── PriorityGroupError                    10159-10162, 10178, 10196, 10197 (ADR-42)
+            │   ├── NoMessageFoundError               10037 (or status 404 on direct get)
+            │   └── (KeyNotFoundError, ObjectNotFoundError: also here, as in nats-py)
+            ├── BadRequestError                       any other 400 (nats-py's name), and:
+            │   ├── StreamNameAlreadyInUseError       10058
+            │   ├── StreamSubjectOverlapError         10065
+            │   ├── StreamWrongLastSequenceError      10071 (KeyWrongLastSequenceError too)
+            │   ├── StreamWrongLastMsgIdError         10070
+            │   ├── StreamNotMatchError               10060 (expected stream)
+            │   ├── ConsumerAlreadyExistsError        10148, 10013
+            │   ├── ConsumerDoesNotExistError         10149 (update of a missing consumer)
+            │   ├── MessageTooLargeError              10054
+            │   ├── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
+            │   └── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
+            ├── JetStreamServerError (also ServerError)   any 500
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
+
+    Every err_code above is a 400 or a 404 in nats-server's errors.json, so nats-py code's
+    ``except BadRequestError`` / ``except NotFoundError`` catches the same answers here.
 
 Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
 
@@ -80,7 +99,7 @@ Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
         ├── InvalidBucketNameError (Key-Value's too)      not 1+ of A-Z a-z 0-9 _ -
         ├── InvalidObjectNameError (also InvalidArgumentError)  empty, or not a str
         ├── BucketNotFoundError (Key-Value's too)         no stream OBJ_<bucket>
-        ├── ObjectNotFoundError                       no such object, or it is deleted
+        ├── ObjectNotFoundError (also NotFoundError)  no such object, or it is deleted
         │   └── ObjectDeletedError                    update_meta of a deleted or missing object
         ├── ObjectAlreadyExistsError                  a rename or link onto a live object
         ├── BadObjectMetaError                        stored object info that cannot be read
@@ -101,6 +120,7 @@ from typing import Any, Optional
 __all__ = [
     "APIError",
     "AuthorizationError",
+    "BadHeaderError",
     "BadObjectMetaError",
     "BadPullRequestError",
     "BadRequestError",
@@ -111,7 +131,9 @@ __all__ = [
     "CallbackError",
     "ClientForkedError",
     "ConnectionClosedError",
+    "ConnectionDrainingError",
     "ConnectionLostError",
+    "ConnectionReconnectingError",
     "ConsumerAlreadyExistsError",
     "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
@@ -120,17 +142,25 @@ __all__ = [
     "ConsumerNotFoundError",
     "ConsumerSequenceMismatchError",
     "DigestMismatchError",
+    "DrainTimeoutError",
+    "Error",
+    "FlushTimeoutError",
     "InvalidArgumentError",
     "InvalidBucketNameError",
+    "InvalidCallbackTypeError",
     "InvalidObjectNameError",
+    "InvalidUserCredentialsError",
     "JetStreamError",
     "JetStreamNotEnabledAPIError",
     "JetStreamNotEnabledError",
+    "JetStreamServerError",
+    "JsonParseError",
     "LameDuckModeError",
     "LinkIsABucketError",
     "MaxPayloadError",
     "MessageTooLargeError",
     "MessagesLostError",
+    "MsgAlreadyAckdError",
     "NATSError",
     "NoConsumerResponseError",
     "NoHeartbeatError",
@@ -153,8 +183,12 @@ __all__ = [
     "PublishStalledError",
     "PullLimitExceededError",
     "PullStatusError",
+    "SecureConnFailedError",
+    "SecureConnRequiredError",
+    "SecureConnWantedError",
     "SecureConnectionRequiredError",
     "ServerError",
+    "ServerNotInPoolError",
     "ServiceUnavailableError",
     "SlowConsumerError",
     "StaleConnectionError",
@@ -165,6 +199,7 @@ __all__ = [
     "StreamWrongLastMsgIdError",
     "StreamWrongLastSequenceError",
     "TimeoutError",
+    "UnexpectedEOF",
     "api_error",
     "map_os_error",
 ]
@@ -284,6 +319,77 @@ class CallbackError(NATSError):
 
 class ClientForkedError(NATSError):
     """A client was used in a process other than the one that created it (after fork)."""
+
+
+# --- nats-py's core error names (issue 20) ---------------------------------------------
+# Each is raised where nats-py raises it, as a subclass of the error this package raised
+# there before, so ``except nats.X`` and ``except jetstream_sync.<our name>`` both work.
+
+Error = NATSError  # nats-py's root: the same class
+
+
+class UnexpectedEOF(ConnectionLostError):
+    """The server closed the connection (the socket read end-of-file)."""
+
+
+class FlushTimeoutError(TimeoutError):
+    """``flush()`` got no PONG in time."""
+
+
+class DrainTimeoutError(TimeoutError):
+    """``drain()`` did not finish in time (the client is closed anyway)."""
+
+
+class SecureConnRequiredError(SecureConnectionRequiredError):
+    """The server requires TLS and refused a plain connection."""
+
+
+class SecureConnWantedError(SecureConnectionRequiredError):
+    """TLS was asked for (``tls=`` or ``tls://``) but the server does not offer it."""
+
+
+class SecureConnFailedError(SecureConnectionRequiredError):
+    """The TLS handshake failed (certificate verification, protocol mismatch, ...)."""
+
+
+class BadHeaderError(InvalidArgumentError):
+    """A header key or value cannot be sent (``key`` names the header, when known)."""
+
+    def __init__(self, message: str, *, key: str = ""):
+        super().__init__(message)
+        self.key = key
+
+
+class JsonParseError(ProtocolError):
+    """The server's INFO is not a JSON object."""
+
+
+class ConnectionDrainingError(ConnectionClosedError):
+    """A publish after ``drain()`` began to flush publishes: the client is closing."""
+
+
+class ConnectionReconnectingError(ConnectionLostError):
+    """nats-py raises it from ``drain()`` while reconnecting. Never raised here: our
+    ``drain()`` while reconnecting ends the subscriptions locally and closes."""
+
+
+class InvalidUserCredentialsError(InvalidArgumentError):
+    """A credentials file or nkey seed that cannot be read or is not valid."""
+
+
+class InvalidCallbackTypeError(InvalidArgumentError):
+    """A callback (``cb=``, ``error_cb=`` ...) is not callable. nats-py demands coroutine
+    functions; here any callable is right, and ``async def`` functions are refused."""
+
+
+class ServerNotInPoolError(InvalidArgumentError):
+    """``reconnect_to_server_handler`` chose a server that is not in the pool (reported
+    through error_cb; the first eligible server is dialled instead)."""
+
+
+class MsgAlreadyAckdError(NATSError):
+    """nats-py raises it when a message is acked twice. Never raised here: a second
+    terminal ack of a message does nothing (``Msg.is_acked`` tells whether one was sent)."""
 
 
 # --- JetStream ---------------------------------------------------------------------------
@@ -424,27 +530,31 @@ class NotFoundError(APIError):
     below, and what any other 404 answer is raised as."""
 
 
+class BadRequestError(APIError):
+    """10003: the server could not make sense of the request."""
+
+
 class StreamNotFoundError(NotFoundError):
     """10059: stream not found."""
 
 
-class StreamNameAlreadyInUseError(APIError):
+class StreamNameAlreadyInUseError(BadRequestError):
     """10058: a stream of that name exists with a different configuration."""
 
 
-class StreamSubjectOverlapError(APIError):
+class StreamSubjectOverlapError(BadRequestError):
     """10065: the subjects overlap with an existing stream."""
 
 
-class StreamWrongLastSequenceError(APIError):
+class StreamWrongLastSequenceError(BadRequestError):
     """10071: expected_last_seq / expected_last_subject_seq did not hold."""
 
 
-class StreamWrongLastMsgIdError(APIError):
+class StreamWrongLastMsgIdError(BadRequestError):
     """10070: expected_last_msg_id did not hold."""
 
 
-class StreamNotMatchError(APIError):
+class StreamNotMatchError(BadRequestError):
     """10060: expected_stream named another stream."""
 
 
@@ -452,11 +562,11 @@ class ConsumerNotFoundError(NotFoundError):
     """10014: consumer not found."""
 
 
-class ConsumerAlreadyExistsError(APIError):
+class ConsumerAlreadyExistsError(BadRequestError):
     """10148 / 10013: a consumer of that name exists with a different configuration."""
 
 
-class ConsumerDoesNotExistError(APIError):
+class ConsumerDoesNotExistError(BadRequestError):
     """10149: an update named a consumer that does not exist."""
 
 
@@ -464,15 +574,11 @@ class NoMessageFoundError(NotFoundError):
     """10037: no message at that sequence or subject."""
 
 
-class MessageTooLargeError(APIError):
+class MessageTooLargeError(BadRequestError):
     """10054: the message exceeds the stream's max_msg_size."""
 
 
-class BadRequestError(APIError):
-    """10003: the server could not make sense of the request."""
-
-
-class PriorityGroupError(APIError):
+class PriorityGroupError(BadRequestError):
     """10159-10162, 10178, 10196, 10197: the server refused a priority-group setting or name
     (ADR-42) — e.g. unpinning a group the consumer does not have."""
 
@@ -499,7 +605,18 @@ _API_ERRORS = {
 }
 
 
-_BY_CODE: dict[int, type[APIError]] = {503: ServiceUnavailableError, 404: NotFoundError}
+class JetStreamServerError(APIError, ServerError):
+    """A 500 of the JetStream API (nats-py raises its js ``ServerError``; here it is also
+    our ServerError, so either except catches it)."""
+
+
+# By HTTP-like code, as nats-py maps them, when the err_code has no class of its own.
+_BY_CODE: dict[int, type[APIError]] = {
+    503: ServiceUnavailableError,
+    404: NotFoundError,
+    400: BadRequestError,
+    500: JetStreamServerError,
+}
 
 
 def api_error(code: int, err_code: int, description: str, subject: str = "") -> APIError:
@@ -553,12 +670,21 @@ class BadBucketError(KeyValueError):
     """The stream ``KV_<bucket>`` exists but is not a Key-Value bucket."""
 
 
-class KeyNotFoundError(KeyValueError):
+class _ClientSideNotFound(NotFoundError):
+    """A "not found" the client decides (no API answer to quote), under NotFoundError as
+    nats-py has it, so ``except NotFoundError`` catches it there and here: code 404."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.code, self.err_code, self.description, self.subject = 404, 0, message, ""
+
+
+class KeyNotFoundError(KeyValueError, _ClientSideNotFound):
     """The key has no value: never written, expired, purged, or (``get(key, revision=)``)
     that revision belongs to another key. ``entry`` and ``op`` are set by KeyDeletedError."""
 
     def __init__(self, message: str, *, entry: Any = None, op: Optional[str] = None) -> None:
-        super().__init__(message)
+        _ClientSideNotFound.__init__(self, message)
         self.entry = entry  # a kv.Entry (this module cannot name jetstream/ types)
         self.op = op
 
@@ -593,7 +719,7 @@ class InvalidObjectNameError(ObjectStoreError, InvalidArgumentError):
     """An object name is empty or not a str."""
 
 
-class ObjectNotFoundError(ObjectStoreError):
+class ObjectNotFoundError(ObjectStoreError, _ClientSideNotFound):
     """The bucket has no object of that name, or the object is deleted."""
 
 
@@ -625,14 +751,12 @@ def map_os_error(exc: BaseException, *, where: str) -> NATSError:
     if isinstance(exc, NATSError):
         return exc
     if isinstance(exc, ssl.SSLCertVerificationError):
-        err: NATSError = SecureConnectionRequiredError(
+        err: NATSError = SecureConnFailedError(
             f"{where}: TLS certificate verification failed: "
             f"{getattr(exc, 'verify_message', None) or exc}"
         )
     elif isinstance(exc, ssl.SSLError):
-        err = SecureConnectionRequiredError(
-            f"{where}: TLS error: {getattr(exc, 'reason', None) or exc}"
-        )
+        err = SecureConnFailedError(f"{where}: TLS error: {getattr(exc, 'reason', None) or exc}")
     elif isinstance(exc, (builtins.TimeoutError, socket.timeout)):  # distinct before 3.10
         err = TimeoutError(f"{where}: timed out")
     elif isinstance(exc, ConnectionRefusedError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _jsack
-from .errors import InvalidArgumentError, ProtocolError
+from .errors import BadHeaderError, InvalidArgumentError, ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
@@ -128,17 +128,17 @@ def encode_headers(headers: HeadersLike, status: str = "") -> bytes:
     items = headers.multi_items() if isinstance(headers, Headers) else _flatten(headers)
     for key, value in items:
         if not isinstance(key, str) or not key:
-            raise InvalidArgumentError(f"header key must be a non-empty str, got {key!r}")
+            raise BadHeaderError(f"header key must be a non-empty str, got {key!r}")
         if not isinstance(value, str):
-            raise InvalidArgumentError(
-                f"header {key!r} value must be str, got {type(value).__name__}"
+            raise BadHeaderError(
+                f"header {key!r} value must be str, got {type(value).__name__}", key=key
             )
         if not _is_header_key(key):
-            raise InvalidArgumentError(
-                f"header key {key!r} must be visible ASCII without ':' or whitespace"
+            raise BadHeaderError(
+                f"header key {key!r} must be visible ASCII without ':' or whitespace", key=key
             )
         if "\r" in value or "\n" in value:
-            raise InvalidArgumentError(f"header {key!r} value has CR or LF")
+            raise BadHeaderError(f"header {key!r} value has CR or LF", key=key)
         parts.append(f"{key}: {value}")
     return ("\r\n".join(parts) + "\r\n\r\n").encode("utf-8", "surrogateescape")
 
@@ -173,6 +173,28 @@ class Msg:
 
     __slots__ = ("_ack", "_client", "_hdr", "_headers", "data", "reply", "sid", "subject")
 
+    Metadata = _jsack.MsgMetadata  # nats-py's Msg.Metadata: what ``metadata`` returns
+
+    class Ack:
+        """nats-py's ``Msg.Ack``: the ack payloads, and where each field sits in a v2
+        ``$JS.ACK`` reply subject (split on ``.``)."""
+
+        Ack = b"+ACK"
+        Nak = b"-NAK"
+        Progress = b"+WPI"
+        Term = b"+TERM"
+        Prefix0 = "$JS"
+        Prefix1 = "ACK"
+        Domain = 2
+        AccHash = 3
+        Stream = 4
+        Consumer = 5
+        NumDelivered = 6
+        StreamSeq = 7
+        ConsumerSeq = 8
+        Timestamp = 9
+        NumPending = 10
+
     def __init__(
         self,
         subject: str,
@@ -202,6 +224,12 @@ class Msg:
     @property
     def headers(self) -> Headers:
         return self._parsed()[2]
+
+    @property
+    def header(self) -> Optional[Headers]:
+        """nats-py's ``msg.header``: the headers, or None when the message has none
+        (``headers`` gives an empty Headers then)."""
+        return None if self._hdr is None else self._parsed()[2]
 
     @property
     def status(self) -> Optional[int]:
@@ -240,6 +268,11 @@ class Msg:
         """Stream, consumer, sequences, delivery count, pending and timestamp, from the
         ``$JS.ACK`` reply subject; NotJSMessageError for a message that is not JetStream's."""
         return _jsack.parse_metadata(self.reply)
+
+    @property
+    def is_acked(self) -> bool:
+        """Whether a terminal ack (ack, ack_sync, nak, term) was sent for this message."""
+        return self._ack == 1  # _jsack.ACK_DONE
 
     def ack(self) -> None:
         """Acknowledge (+ACK). Later ack calls on this message do nothing."""

@@ -55,8 +55,8 @@ class Subscription:
     ) -> None:
         self._table = table
         self.sid = sid
-        self.subject = subject
-        self.queue = queue_name or ""
+        self._subject = subject
+        self._queue = queue_name or ""
         self._cb = cb
         self._max_msgs = max_msgs or 0
         self.pending_msgs_limit = pending_msgs_limit
@@ -72,7 +72,7 @@ class Subscription:
         # Written by the reader only / by consumers only, so neither needs a lock.
         self._in_bytes = 0
         self._out_bytes = 0
-        self.delivered = 0
+        self._delivered = 0
         self.dropped = 0
         self._slow = False
         self._end_error: Optional[errors.NATSError] = None
@@ -90,7 +90,7 @@ class Subscription:
         """Queue ``msg`` (the client's dispatch has offered it to ``_hook`` first)."""
         if self._end_error is not None:
             return  # late message after the subscription ended locally
-        self.delivered += 1
+        self._delivered += 1
         size = len(msg.data)
         q = self._q
         if (
@@ -102,7 +102,7 @@ class Subscription:
             self._in_bytes += size
             q.put(msg)
             self._slow = False
-        if self._max_msgs and self.delivered >= self._max_msgs:
+        if self._max_msgs and self._delivered >= self._max_msgs:
             self._table.forget(self)
             self._end(
                 errors.BadSubscriptionError(
@@ -246,6 +246,27 @@ class Subscription:
     # --- state and control --------------------------------------------------------------
 
     @property
+    def subject(self) -> str:
+        return self._subject
+
+    @property
+    def queue(self) -> str:
+        """The queue group, ``""`` for none."""
+        return self._queue
+
+    @property
+    def delivered(self) -> int:
+        """Messages the server delivered to this subscription so far (as nats-py's: those
+        dropped by a full queue count too; ``max_msgs`` counts these)."""
+        return self._delivered
+
+    @property
+    def messages(self) -> Iterator[Msg]:
+        """nats-py's ``async for msg in sub.messages``: here a blocking iterator, the same
+        as iterating the subscription."""
+        return iter(self)
+
+    @property
     def pending_msgs(self) -> int:
         """Messages queued and not yet taken."""
         n = self._q.qsize()
@@ -278,7 +299,7 @@ class Subscription:
             if self._end_error is not None:
                 raise errors.BadSubscriptionError(f"subscription on {self.subject!r} has ended")
             self._max_msgs = limit
-            if self.delivered >= limit:
+            if self._delivered >= limit:
                 self._table.unsubscribe(self)
             else:
                 self._table.auto_unsubscribe(self, limit)
@@ -303,12 +324,12 @@ class Subscription:
         if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
             self._dispatcher.join(timeout)
             if self._dispatcher.is_alive():
-                raise errors.TimeoutError(
+                raise errors.DrainTimeoutError(
                     f"drain: callback of {self.subject!r} still busy with "
                     f"{self.pending_msgs} messages"
                 )
         elif self._cb is None and not self._done.wait(max(0.0, timeout)):
-            raise errors.TimeoutError(
+            raise errors.DrainTimeoutError(
                 f"drain: {self.pending_msgs} messages on {self.subject!r} not taken in time"
             )
 

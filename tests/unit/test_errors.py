@@ -19,7 +19,7 @@ from jetstream_sync import errors
 from jetstream_sync.errors import (
     ConnectionLostError,
     NATSError,
-    SecureConnectionRequiredError,
+    SecureConnFailedError,
     map_os_error,
 )
 
@@ -34,6 +34,7 @@ def test_all_lists_every_public_error_class() -> None:
         if inspect.isclass(obj)
         and issubclass(obj, BaseException)
         and obj.__module__ == errors.__name__
+        and not name.startswith("_")
     }
     assert defined == set(errors.__all__) - FUNCTIONS
 
@@ -82,6 +83,11 @@ def test_only_documented_classes_are_value_errors() -> None:
         "InvalidObjectNameError",
         "KeyHistoryTooLargeError",
         "InvalidKeyError",
+        # nats-py's names for bad input (issue 20)
+        "BadHeaderError",
+        "InvalidUserCredentialsError",
+        "InvalidCallbackTypeError",
+        "ServerNotInPoolError",
     }
 
 
@@ -156,7 +162,7 @@ def test_socket_timeout() -> None:
 
 def test_ssl_error_from_openssl() -> None:
     exc = _real_ssl_error()
-    err = _mapped(exc, SecureConnectionRequiredError, "tls to h")
+    err = _mapped(exc, SecureConnFailedError, "tls to h")
     assert "TLS error" in str(err)
     assert exc.reason and exc.reason in str(err)
 
@@ -165,7 +171,7 @@ def test_ssl_error_with_reason_attributes() -> None:
     exc = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
     exc.reason = "WRONG_VERSION_NUMBER"
     exc.library = "SSL"
-    err = _mapped(exc, SecureConnectionRequiredError)
+    err = _mapped(exc, SecureConnFailedError)
     assert str(err) == "connect to nats://h:4222: TLS error: WRONG_VERSION_NUMBER"
 
 
@@ -174,7 +180,7 @@ def test_ssl_cert_verification_error() -> None:
     exc.reason = "CERTIFICATE_VERIFY_FAILED"
     exc.verify_message = "self-signed certificate"
     exc.verify_code = 18
-    err = _mapped(exc, SecureConnectionRequiredError)
+    err = _mapped(exc, SecureConnFailedError)
     assert str(err) == (
         "connect to nats://h:4222: TLS certificate verification failed: self-signed certificate"
     )
@@ -186,7 +192,7 @@ def test_ssl_cert_verification_error() -> None:
     ids=["SSLError", "SSLCertVerificationError"],
 )
 def test_python_raised_ssl_errors(exc: ssl.SSLError) -> None:
-    _mapped(exc, SecureConnectionRequiredError)
+    _mapped(exc, SecureConnFailedError)
 
 
 def test_nats_errors_pass_through_unchanged() -> None:
@@ -214,7 +220,7 @@ def _eof_error() -> ssl.SSLEOFError:
         (ConnectionAbortedError(), ConnectionLostError),
         (OSError(), ConnectionLostError),
         (socket.timeout(), errors.TimeoutError),
-        (_eof_error(), SecureConnectionRequiredError),
+        (_eof_error(), SecureConnFailedError),
         (RuntimeError("x"), NATSError),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else type(v).__name__,
@@ -279,7 +285,11 @@ def test_nats_py_jetstream_error_names() -> None:
     ):
         exc = errors.api_error(404, err_code, "gone")
         assert type(exc) is cls and isinstance(exc, nats.NotFoundError)
-    assert type(errors.api_error(400, 99999, "odd")) is nats.APIError
+    # Unknown err_codes go by their HTTP-like code, as nats-py's APIError.from_error does.
+    assert type(errors.api_error(400, 99999, "odd")) is nats.BadRequestError
+    assert type(errors.api_error(500, 99999, "odd")) is nats.JetStreamServerError
+    assert isinstance(errors.api_error(500, 99999, "odd"), nats.ServerError)
+    assert type(errors.api_error(418, 99999, "odd")) is nats.APIError
     reset = errors.api_error(400, 10204, "invalid reset: below the start")
     assert type(reset) is nats.ConsumerInvalidResetError
     assert isinstance(reset, nats.BadRequestError)
@@ -290,3 +300,28 @@ def test_nats_py_jetstream_error_names() -> None:
     assert "reset consumer, stream 'S', consumer 'c'" in str(
         errors.api_error(400, 10204, "x", subject="$JS.API.CONSUMER.RESET.S.c")
     )
+
+
+def test_nats_py_excepts_catch_what_we_raise() -> None:
+    """nats-py code catches a refused write as BadRequestError and a missing key or object
+    as NotFoundError: our more specific classes sit under those names."""
+    for cls in (
+        nats.StreamNameAlreadyInUseError,
+        nats.StreamSubjectOverlapError,
+        nats.StreamWrongLastSequenceError,
+        nats.StreamWrongLastMsgIdError,
+        nats.StreamNotMatchError,
+        nats.ConsumerAlreadyExistsError,
+        nats.ConsumerDoesNotExistError,
+        nats.MessageTooLargeError,
+        nats.PriorityGroupError,
+        nats.KeyWrongLastSequenceError,
+    ):
+        assert issubclass(cls, nats.BadRequestError), cls
+    missing = nats.KeyNotFoundError("kv 'b': key 'k' not found")
+    deleted = nats.KeyDeletedError("kv 'b': key 'k' is deleted", op="DEL")
+    gone = nats.ObjectNotFoundError("object store 'o': object 'x' not found")
+    for exc in (missing, deleted, gone):
+        assert isinstance(exc, nats.NotFoundError) and exc.code == 404
+        assert "[code=" not in str(exc)  # the message stays ours: no API answer to quote
+    assert str(missing) == "kv 'b': key 'k' not found" and deleted.op == "DEL"

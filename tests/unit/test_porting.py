@@ -86,10 +86,93 @@ CLASSES: List[Tuple[str, Any, str, Any]] = [
 
 # "Where.name" or "Where.method(param)" -> why it is not the same here. "Where" is the
 # nats-py name of the class (or "nats" for the module, "errors", "js.errors", "api").
-DIFFERENT: Dict[str, str] = {}
+DIFFERENT: Dict[str, str] = {
+    "Client.connect(order)": (
+        "every option after `servers` is keyword-only here; nats-py code passes them by name"
+    ),
+    "Client.msg_class": (
+        "messages are built by the parser on the hot path as one slotted class; a class hook "
+        "would cost every message. Wrap `Msg` in your own type in the callback instead"
+    ),
+    "Client.request(order)": (
+        "`old_style` and `headers` are keyword-only (nats-py's 4th positional is `old_style`)"
+    ),
+    "Client.subscribe(order)": (
+        "`future` is keyword-only and refused: asyncio futures do not exist here; use "
+        "`next_msg` or `cb=`"
+    ),
+    "JetStreamContext.get_msg(order)": (
+        "past `(stream, seq)` the positionals are ours (`last_by_subject`, ...); pass nats-py's "
+        "`subject=`, `direct=`, `next=` by keyword, as its own docs do"
+    ),
+    "JetStreamContext.publish(order)": (
+        "the third positional is `headers` here (API.md), `timeout` in nats-py; pass "
+        "`timeout=`/`stream=` by keyword (a number as headers is refused with a clear error)"
+    ),
+    "JetStreamContext.publish_async(order)": (
+        "the third positional is `headers` here, `wait_stall` in nats-py; pass it by keyword"
+    ),
+    "JetStreamContext.purge_stream(order)": (
+        "ours is `(name, subject, seq, keep)`; an int second argument is taken as `seq`, so "
+        "nats-py's positional call works too"
+    ),
+    "JetStreamContext.streams_info(order)": (
+        "ours starts with `subject`; an int first argument is taken as nats-py's `offset`"
+    ),
+}
+
+# A positional parameter named differently here, whose nats-py name is accepted as a keyword
+# too: (nats-py's, ours). A positional call means the same on both sides.
+SAME_MEANING = {("payload", "data"), ("consumer", "name"), ("stream_name", "stream")}
 
 # Names that are here under nats-py's name but behave differently: why.
 BEHAVES_DIFFERENTLY: Dict[str, str] = {
+    "Client.connect(flush_timeout)": (
+        "the default timeout of `flush()`; in nats-py it bounds the flush a publish forces "
+        "when the pending buffer is full (here a full buffer blocks the publisher, bounded by "
+        "`write_timeout`)"
+    ),
+    "Client.connect(pending_size)": (
+        "the same as `reconnect_buf_size`: bytes kept while disconnected; while connected "
+        "back-pressure bounds the buffer"
+    ),
+    "Client.connect(flusher_queue_size)": (
+        "accepted and checked; no effect: our flusher has no queue"
+    ),
+    "Client.connect(skip_subject_validation)": (
+        "skips the subject grammar only; the whitespace/CR/LF checks stay (protocol framing)"
+    ),
+    "Client.connect(ws_connection_headers)": "refused: the client speaks TCP, not websocket",
+    "Client.request(old_style)": (
+        "accepted; every request uses the shared reply subscription, which the caller cannot "
+        "tell from nats-py's old style"
+    ),
+    "Client.servers": "URL strings, not `ParseResult`s (`server_pool` has nats-py's form)",
+    "Client.discovered_servers": "URL strings, not `ParseResult`s",
+    "Msg.header": "None when there are no headers, as nats-py; `msg.headers` is always a `Headers`",
+    "JetStreamContext.publish_async_pending": (
+        "a property (API.md), not a method: write `js.publish_async_pending` without `()`"
+    ),
+    "JetStreamContext.purge_stream": "returns the number of messages purged, not `True`",
+    "JetStreamContext.pause_consumer": "returns whether the consumer is paused (a bool)",
+    "JetStreamContext.resume_consumer": "returns whether the consumer is still paused (a bool)",
+    "JetStreamContext.consumers_info(offset)": "reads every page from the offset, not one",
+    "JetStreamContext.streams_info(offset)": "reads every page from the offset, not one",
+    "JetStreamContext.subscribe_bind(ordered_consumer)": (
+        "refused: an ordered consumer is a chain the client makes; use "
+        "`js.subscribe(..., ordered_consumer=True)`"
+    ),
+    "JetStreamContext.pull_subscribe(pending_msgs_limit)": (
+        "no limit unless given (nats-py: 512K messages); over it a message is dropped unacked "
+        "and reported as `SlowConsumerError`"
+    ),
+    "KeyValue.watch(headers_only)": (
+        "leaves the values out, as `meta_only` does (nats-py ignores it)"
+    ),
+    "KeyValue.delete(msg_ttl)": (
+        "ignored with a DeprecationWarning, as nats-py 2.16 does: an expiring delete marker "
+        "would bring older values back"
+    ),
     "KeyValue.keys(filters)": (
         "filters are NATS subject patterns given to the server (`app.*`, `app.>`), as in "
         "nats.go and ADR-8; nats-py fetches every key and keeps those containing a filter "
@@ -178,7 +261,8 @@ def _compare_params(where: str, name: str, theirs: Any, ours: Any) -> Iterator[F
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     t_pos = [p.name for p in tp if p.kind in positional]
     o_pos = [p.name for p in op if p.kind in positional]
-    if o_pos[: len(t_pos)] != t_pos:
+    same = [t == o or (t, o) in SAME_MEANING for t, o in zip(t_pos, o_pos)]
+    if len(o_pos) < len(t_pos) or not all(same):
         yield Finding(
             where,
             f"{name}(order)",
@@ -255,12 +339,15 @@ def _ours_for(where: str) -> str:
 
 
 def _theirs_for(where: str) -> str:
+    return f"`{_theirs_plain(where)}`"
+
+
+def _theirs_plain(where: str) -> str:
     return {
-        "nats": "`nats`",
-        "errors": "`nats.errors`",
-        "js.errors": "`nats.js.errors`",
-        "api": "`nats.js.api`",
-    }.get(where, f"`{where}`")
+        "errors": "nats.errors",
+        "js.errors": "nats.js.errors",
+        "api": "nats.js.api",
+    }.get(where, where)
 
 
 def table(found: List[Finding]) -> str:
@@ -271,7 +358,8 @@ def table(found: List[Finding]) -> str:
     lines = [
         f"Walked from nats-py {_nats_py_version()} by `tests/unit/test_porting.py`: "
         f"{sum(1 for f in found if f.ok)} of {len(found)} names and parameters are the same "
-        f"here; {sum(1 for f in found if not f.ok)} are deliberately different (second table).",
+        f"here; {sum(1 for f in found if not f.ok)} are deliberately different (second table), and "
+        f"{len(BEHAVES_DIFFERENTLY)} are here but behave differently (third table).",
         "",
         "| nats-py | here | the same name (and the same parameters, in the same order) |",
         "| --- | --- | --- |",
@@ -295,12 +383,16 @@ def table(found: List[Finding]) -> str:
         if not f.ok:
             key = f"{f.where}.{f.name}"
             lines.append(
-                f"| {_theirs_for(f.where)}`.{f.name}` | {f.note} | {DIFFERENT.get(key, '')} |"
+                f"| `{_theirs_plain(f.where)}.{f.name}` | {f.note} | {DIFFERENT.get(key, '')} |"
             )
-    lines += ["", "| nats-py | here: the same name, but | why |", "| --- | --- | --- |"]
+    lines += [
+        "",
+        "| nats-py (here under the same name) | what is different here |",
+        "| --- | --- |",
+    ]
     for key, why in BEHAVES_DIFFERENTLY.items():
         where, name = _split(key)
-        lines.append(f"| {_theirs_for(where)}`.{name}` | behaves differently | {why} |")
+        lines.append(f"| `{_theirs_plain(where)}.{name}` | {why} |")
     return "\n".join(lines) + "\n"
 
 
