@@ -355,19 +355,9 @@ class Client:
             self, prefix, domain, timeout, publish_async_max_pending, publish_async_stall_wait
         )
 
-    def jsm(
-        self,
-        prefix: str = "$JS.API",
-        domain: Optional[str] = None,
-        timeout: float = 5.0,
-        publish_async_max_pending: int = 4000,
-        publish_async_stall_wait: float = 5.0,
-    ) -> JetStream:
-        """nats-py's JetStream manager: the management calls (add_stream, consumer_info
-        ...) are methods of the JetStream context here, so this is :meth:`jetstream`."""
-        return self.jetstream(
-            prefix, domain, timeout, publish_async_max_pending, publish_async_stall_wait
-        )
+    # nats-py's JetStream manager: the management calls (add_stream, consumer_info ...) are
+    # methods of the JetStream context here, so nc.jsm() is nc.jetstream().
+    jsm = jetstream
 
     # --- flush, drain, close --------------------------------------------------------------
 

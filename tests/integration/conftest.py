@@ -10,7 +10,9 @@ from support import Errors
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
+from jetstream_sync.jetstream.kv import KeyValue
 from jetstream_sync.server import NATSServer
+from jetstream_sync.testing import stream_name
 
 
 @pytest.fixture
@@ -24,3 +26,20 @@ def ejs(nats_server: NATSServer, errs: Errors) -> Iterator[JetStream]:
     """JetStream on a client of its own whose error_cb is ``errs``."""
     with nats.connect(nats_server.url, error_cb=errs) as nc:
         yield nc.jetstream()
+
+
+@pytest.fixture
+def bucket(js: JetStream) -> Iterator[str]:
+    """A Key-Value bucket name no other test uses; the bucket is deleted afterwards if it
+    was made."""
+    name = stream_name("KV")
+    yield name
+    try:
+        js.delete_key_value(name)
+    except nats.BucketNotFoundError:
+        pass
+
+
+@pytest.fixture
+def kv(js: JetStream, bucket: str) -> KeyValue:
+    return js.create_key_value(bucket=bucket, history=5)

@@ -1,14 +1,16 @@
-"""What several integration test modules share: an error_cb that keeps what it is given, and
-the client operations a server trace log (``nats-server -V``) shows."""
+"""What several integration test modules share: an error_cb that keeps what it is given,
+the client operations a server trace log (``nats-server -V``) shows, and draining a
+Key-Value watcher."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional
 
 import pytest
 
 import jetstream_sync as nats
+from jetstream_sync.jetstream.kv import Entry, KeyWatcher
 
 
 class Errors:
@@ -48,3 +50,13 @@ def lose_the_create_race(
         raise nats.ConsumerNotFoundError(404, 10014, "consumer not found")
 
     monkeypatch.setattr(js, "consumer_info", lookup_then_lose_the_race)
+
+
+def drain(w: KeyWatcher, timeout: float = 5.0) -> List[Optional[Entry]]:
+    """What a Key-Value watcher hands out until it stays quiet for a moment."""
+    out: List[Optional[Entry]] = []
+    while True:
+        try:
+            out.append(w.updates(timeout if not out else 0.3))
+        except nats.TimeoutError:
+            return out

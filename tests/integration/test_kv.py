@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import pytest
-from support import Errors
+from support import Errors, drain
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.api import (
@@ -22,36 +22,10 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.jetstream.kv import Entry, KeyValue, KeyValueConfig, KeyWatcher
 from jetstream_sync.jetstream.ordered import OrderedConsumer
 from jetstream_sync.server import NATSServer
-from jetstream_sync.testing import stream_name, wait_until
+from jetstream_sync.testing import wait_until
 
 BAD_NAMES = [" x y", "x ", "x!", "xx$", "*", ">", "x.>", "x.*", ".", ".x", ".x.", "x.", ""]
 BAD_KEYS = [" x y", "x ", "x!", "xx$", "*", ">", "x.>", "x.*", ".", ".x", ".x.", "x.", "a..b", ""]
-
-
-@pytest.fixture
-def bucket(js: JetStream) -> Iterator[str]:
-    """A bucket name no other test uses; the bucket is deleted afterwards if it was made."""
-    name = stream_name("KV")
-    yield name
-    try:
-        js.delete_key_value(name)
-    except nats.BucketNotFoundError:
-        pass
-
-
-@pytest.fixture
-def kv(js: JetStream, bucket: str) -> KeyValue:
-    return js.create_key_value(bucket=bucket, history=5)
-
-
-def drain(w: KeyWatcher, timeout: float = 5.0) -> List[Optional[Entry]]:
-    """What the watcher hands out until it stays quiet for a moment."""
-    out: List[Optional[Entry]] = []
-    while True:
-        try:
-            out.append(w.updates(timeout if not out else 0.3))
-        except nats.TimeoutError:
-            return out
 
 
 # --- buckets --------------------------------------------------------------------------------

@@ -14,13 +14,13 @@ server maps ``$JS.<domain>.API.$KV.>`` to ``$KV.>`` for a domain's own accounts.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List
 
 import pytest
+from support import drain
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
-from jetstream_sync.jetstream.kv import Entry, KeyWatcher
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name
 
@@ -92,15 +92,6 @@ def connect(hub: NATSServer) -> Iterator[Callable[..., JetStream]]:
         nc.close()
 
 
-def _drain(w: KeyWatcher) -> List[Optional[Entry]]:
-    out: List[Optional[Entry]] = []
-    while True:
-        try:
-            out.append(w.updates(5 if not out else 0.3))
-        except nats.TimeoutError:
-            return out
-
-
 def _round_trip(js: JetStream, owner: JetStream) -> None:
     """Everything a bucket does, through ``js``; ``owner`` (plain $JS.API in the JS
     account) checks that it all landed in the one bucket."""
@@ -115,12 +106,12 @@ def _round_trip(js: JetStream, owner: JetStream) -> None:
         bound = js.key_value(bucket)
         assert bound.get("a").value == b"11" and bound.get("a", revision=1).value == b"1"
         with bound.watchall() as w:
-            assert [(e.key, e.revision) if e else None for e in _drain(w)] == [
+            assert [(e.key, e.revision) if e else None for e in drain(w)] == [
                 ("b", 2), ("a", 3), None,
             ]  # fmt: skip
             kv.put("c", b"3")
             kv.delete("b")
-            live = _drain(w)
+            live = drain(w)
             assert [(e.key, e.operation) for e in live if e] == [("c", None), ("b", "DEL")]
         assert sorted(kv.keys()) == ["a", "c"]
         assert [e.value for e in kv.history("a")] == [b"1", b"11"]

@@ -5,40 +5,15 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Iterator, List, Optional
 
 import pytest
+from support import drain
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.api import RePublish
 from jetstream_sync.jetstream.context import JetStream
-from jetstream_sync.jetstream.kv import Entry, KeyValue, KeyValueConfig, KeyWatcher
+from jetstream_sync.jetstream.kv import KeyValue, KeyValueConfig
 from jetstream_sync.testing import stream_name
-
-
-@pytest.fixture
-def bucket(js: JetStream) -> Iterator[str]:
-    name = stream_name("KVP")
-    yield name
-    try:
-        js.delete_key_value(name)
-    except nats.BucketNotFoundError:
-        pass
-
-
-@pytest.fixture
-def kv(js: JetStream, bucket: str) -> KeyValue:
-    return js.create_key_value(bucket=bucket, history=5)
-
-
-def drain(w: KeyWatcher) -> List[Optional[Entry]]:
-    out: List[Optional[Entry]] = []
-    while True:
-        try:
-            out.append(w.updates(5 if not out else 0.3))
-        except nats.TimeoutError:
-            return out
-
 
 # --- test_kv_basic / test_kv_direct -------------------------------------------------------------
 
