@@ -580,6 +580,9 @@ def test_a_restarted_push_durable_binds_with_the_config_it_always_had(
     assert msg.data == b"1"
     msg.ack_sync()
     second.unsubscribe()
+    # The server marks the durable unbound a moment after our UNSUB; until then a subscribe
+    # is rightly refused as a duplicate, before its config is compared.
+    wait_until(lambda: not js.consumer_info(stream, "again").push_bound, 10, "unbound again")
     with pytest.raises(nats.InvalidArgumentError, match=r"another configuration.*metadata"):
         js.subscribe(subj(stream, "*"), durable="again", config=ConsumerConfig(metadata={"x": "y"}))
 
