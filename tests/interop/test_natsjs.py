@@ -10,10 +10,12 @@ deadlines, never a bare sleep.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from interop_peers import (
@@ -623,6 +625,24 @@ def test_push_consumers_made_by_natsjs_with_flow_control_are_bound_by_us(
 ACK_WAIT = 1.5
 
 
+@contextmanager
+def _naked(js: JetStream, stream: str, consumer: str) -> Iterator[Callable[[int], None]]:
+    """Waits for the server's MSG_NAKED advisory of a stream sequence. The server sends it
+    under the consumer's lock, in the same step that puts the message back for redelivery:
+    a pull sent after it has arrived sees the message back."""
+    sub = js.nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.{stream}.{consumer}")
+    js.nc.flush()  # the server has our SUB before the nak
+
+    def wait(seq: int) -> None:
+        advisory = json.loads(sub.next_msg(timeout=10).data)
+        assert advisory["stream_seq"] == seq
+
+    try:
+        yield wait
+    finally:
+        sub.unsubscribe()
+
+
 def test_natsjs_sees_our_nak_term_and_in_progress(
     js: JetStream, stream: str, natsjs: Callable[[], NodePeer]
 ) -> None:
@@ -643,7 +663,10 @@ def test_natsjs_sees_our_nak_term_and_in_progress(
     # We nak: nats.js gets it next, at once, as a redelivery.
     (m,) = c.fetch(1, max_wait=5.0)
     assert m.metadata.sequence.stream == seqs[0]
-    m.nak()
+    with _naked(js, stream, "A") as naked:
+        m.nak()
+        # The server takes a nak off a queue of its own: a pull it sees first gets seqs[1].
+        naked(m.metadata.sequence.stream)
     (theirs,) = peer.fetch(stream, "A", opts=one, action="ack")
     assert (theirs.seq, theirs.dseq, theirs.delivered) == (seqs[0], 2, 2)
 
@@ -651,6 +674,8 @@ def test_natsjs_sees_our_nak_term_and_in_progress(
     # all along, gets neither.
     (termed,) = c.fetch(1, max_wait=5.0)
     termed.term("cannot be handled")
+    # (A term not taken off the server's ack queue within the ack wait would be redelivered.)
+    wait_until(lambda: info(js, stream, "A").num_ack_pending == 0, what="the term")
     (kept,) = c.fetch(1, max_wait=5.0)
     assert [termed.metadata.sequence.stream, kept.metadata.sequence.stream] == seqs[1:]
     window = 3 * ACK_WAIT
@@ -687,7 +712,11 @@ def test_we_see_natsjs_nak_term_and_working(
 
     # nats.js naks: we get it next, as a redelivery.
     (t1,) = peer.fetch(stream, "B", opts=one, action="hold")
-    peer.call("act", seq=t1.seq, action="nak")
+    with _naked(js, stream, "B") as naked:
+        # nats.js's nak is fire-and-forget and a flush does not cover it (the server takes
+        # it off a queue of its own): until the server has it, our pull gets seqs[1].
+        peer.call("act", seq=t1.seq, action="nak")
+        naked(t1.seq)
     (m,) = c.fetch(1, max_wait=5.0)
     md = m.metadata
     assert (md.sequence.stream, md.sequence.consumer, md.num_delivered) == (seqs[0], 2, 2)
@@ -696,6 +725,8 @@ def test_we_see_natsjs_nak_term_and_working(
     # nats.js terms one and keeps the other working past several ack waits: we get neither.
     (t2,) = peer.fetch(stream, "B", opts=one, action="hold")
     peer.call("act", seq=t2.seq, action="term", reason="cannot be handled")
+    # (A term not taken off the server's ack queue within the ack wait would be redelivered.)
+    wait_until(lambda: info(js, stream, "B").num_ack_pending == 0, what="their term")
     (t3,) = peer.fetch(stream, "B", opts=one, action="hold")
     assert [t2.seq, t3.seq] == seqs[1:]
     window = 3 * ACK_WAIT
