@@ -115,7 +115,16 @@ def test_unsubscribing_while_an_ordered_push_consumer_rebuilds_ends_the_rebuild(
         wait_until(lambda: rebuilders() == 0, timeout=20, what="the rebuild thread to end")
         resets = sub.resets
         js.publish("orders.new", b"1")
-        assert js.stream_info("OPUNS").state.consumer_count == 0
+        # The rebuild asked for its old link's deletion without waiting for the answer, and
+        # the server works its API requests off a pool of goroutines: that delete can still
+        # be under way when the answer to our own comes back. The bound stays below the
+        # server's 5 s inactive threshold for an ephemeral without interest, which would
+        # otherwise remove a link the library left behind and hide it.
+        wait_until(
+            lambda: js.stream_info("OPUNS").state.consumer_count == 0,
+            timeout=3.0,
+            what="no consumer left (before the server's 5 s inactive cleanup)",
+        )
         assert sub.resets == resets  # nothing rebuilds a chain once unsubscribed
 
 
