@@ -50,7 +50,7 @@ def main() -> None:
 
         def handle(msg: nats.Msg) -> None:
             got.append(msg.data)
-            msg.ack()
+            msg.ack_sync()  # confirmed by the server (the count below depends on it)
             if handled + len(got) == 100:
                 finished.set()
 
@@ -59,7 +59,9 @@ def main() -> None:
         cc.drain(timeout=5.0)
         print(f"consume(): the other {len(got)}, last {got[-1].decode()!r}")
         print(f"all 100 handled once: {handled + len(got) == 100}")
-        nc.flush()
+        # A plain ack() is not confirmed, and a flush does not wait for the server to count
+        # it (acks are taken off a queue of their own): the last ack above was ack_sync, and
+        # the server handles one consumer's acks in order, so every one is counted by now.
         print(f"unacked left: {consumer.consumer_info().num_ack_pending}")
         js.delete_stream("ORDERS")
 
