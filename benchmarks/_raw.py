@@ -332,7 +332,7 @@ def js_publish_pipelined(
 
 # --- JetStream pull -----------------------------------------------------------------------
 
-ACK_BODY = b"+ACK"
+PULL_INBOX = "_INBOX.rawpull"
 
 
 def fetch_loop(
@@ -348,7 +348,7 @@ def fetch_loop(
     go out in the same write as the next pull request (the last ones with the final PING).
     A status message (404, 408, 409) ends a pull early. Returns (received, acked, pulls,
     pulls that ended on a status)."""
-    inbox = "_INBOX.rawpull"
+    inbox = PULL_INBOX
     conn.sub_once(inbox)
     read, sendall = conn.read, conn.sock.sendall
     api = f"PUB $JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer} {inbox} ".encode()
