@@ -275,7 +275,10 @@ def js_publish_pipelined(
     conn: RawConn, subject: str, payload: bytes, n: int, window: int
 ) -> Tuple[int, int]:
     """n publishes with at most ``window`` acks outstanding; each ack is matched to its
-    publish by the token in its reply subject. Returns (acked, failed) once every ack came."""
+    publish by the token in its reply subject. Frames are buffered and written every 32 KiB,
+    and whenever the window is full: then the loop reads at least one ack and takes every
+    ack already received (no more system calls) before it writes again. Returns (acked,
+    failed) once every ack came."""
     prefix = "_INBOX.rawjsa."
     conn.sub_once(prefix + "*")
     read, sendall = conn.read, conn.sock.sendall
@@ -284,40 +287,12 @@ def js_publish_pipelined(
     cut = len(prefix)
     done = bytearray(n)
     acked = failed = outstanding = 0
-    out: List[bytes] = []
-    out_bytes = 0
-    for i in range(n):
-        frame = head + str(i).encode() + tail
-        out.append(frame)
-        out_bytes += len(frame)
-        outstanding += 1
-        if out_bytes >= WRITE_CHUNK:
-            sendall(b"".join(out))
-            out.clear()
-            out_bytes = 0
-        while outstanding >= window:
-            if out:
-                sendall(b"".join(out))
-                out.clear()
-                out_bytes = 0
-            msg = read()
-            if msg is None:
-                continue
-            seq = int(msg[0][cut:])
-            if done[seq]:
-                raise RawError(f"ack {seq} came twice")
-            done[seq] = 1
-            outstanding -= 1
-            if _is_puback(msg):
-                acked += 1
-            else:
-                failed += 1
-    if out:
-        sendall(b"".join(out))
-    while outstanding:
-        msg = read()
+    out = bytearray()
+
+    def take(msg: Optional[Msg]) -> None:
+        nonlocal acked, failed, outstanding
         if msg is None:
-            continue
+            return
         seq = int(msg[0][cut:])
         if done[seq]:
             raise RawError(f"ack {seq} came twice")
@@ -327,6 +302,21 @@ def js_publish_pipelined(
             acked += 1
         else:
             failed += 1
+
+    for i in range(n):
+        out += head + str(i).encode() + tail
+        outstanding += 1
+        if outstanding >= window or len(out) >= WRITE_CHUNK:
+            sendall(out)
+            out.clear()
+            while outstanding >= window:
+                take(read())
+                while conn.next < len(conn.events):  # the acks already parsed
+                    take(read())
+    if out:
+        sendall(out)
+    while outstanding:
+        take(read())
     return acked, failed
 
 
