@@ -750,7 +750,7 @@ def main_parent(quick: bool) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--quick", action="store_true", help="smaller counts, best of 3 instead of 5"
+        "--quick", action="store_true", help="smaller counts, median of 3 rounds instead of 5"
     )
     one = parser.add_argument_group(
         "one benchmark in this process (for profiling; its own server unless --url)"
