@@ -8,15 +8,17 @@ process group of one that hangs.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 Run = Dict[str, Any]
 RESULT_MARK = "BENCH-RESULT "  # the line a child prints its JSON result on
@@ -137,3 +139,68 @@ def run_child(script: str, args: List[str], timeout: float) -> Outcome:
             reason += " (hung: its thread stacks, dumped before the deadline, are below)"
         return Outcome([], reason, err, elapsed)
     return Outcome(list(result["runs"]), None, err, elapsed)
+
+
+# --- interleaved rounds and the raw limit (issue 21) ----------------------------------------
+
+LIMIT_GOAL = 0.8  # issue 21: jetstream_sync should reach this share of the raw-socket limit
+
+
+def median(values: List[float]) -> Optional[float]:
+    """The median of the rounds (None when there is none)."""
+    return statistics.median(values) if values else None
+
+
+def of_limit(
+    ours: Optional[float], raw: Optional[float], higher_is_better: bool = True
+) -> Optional[float]:
+    """jetstream_sync as a share of the raw-socket loop: ours / raw for throughput, raw /
+    ours for latency. 1.0 is the limit."""
+    if not ours or not raw:
+        return None
+    return ours / raw if higher_is_better else raw / ours
+
+
+def fmt_share(x: Optional[float]) -> str:
+    """A ratio truncated (not rounded) to 2 decimals: 0.799 must not show as 0.80."""
+    return "n/a" if x is None else f"{math.floor(x * 100) / 100:.2f}"
+
+
+def limit_mark(share: Optional[float]) -> str:
+    """The issue-21 goal column: ≥ 0.8 of the raw limit or not."""
+    if share is None:
+        return "n/a"
+    return "yes" if share >= LIMIT_GOAL else "**no**"
+
+
+def run_interleaved(
+    script: str,
+    jobs: List[Tuple[Any, Tuple[str, ...], List[str]]],
+    rounds: int,
+    timeout: float,
+    labels: Dict[str, str],
+) -> Dict[Tuple[Any, str], Outcome]:
+    """Run each job's libraries in interleaved rounds: for every job, round 1 of each
+    library (ours, nats-py, raw, ...), then round 2, and so on; every round is a fresh child
+    with ``--runs 1``. ``jobs`` holds (key, libraries, child arguments without --lib and
+    --runs). Returns, per (key, library), the rounds' runs together."""
+    results: Dict[Tuple[Any, str], Outcome] = {}
+    for key, libs, args in jobs:
+        for r in range(rounds):
+            for lib in libs:
+                name = key if isinstance(key, str) else " ".join(str(k) for k in key)
+                print(
+                    f"  running {name:<22} {labels[lib]:<15} round {r + 1}/{rounds}",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                outcome = run_child(script, [*args, "--lib", lib, "--runs", "1"], timeout)
+                status = "ok" if outcome.error is None else f"ERROR: {outcome.error}"
+                print(f" {outcome.seconds:5.1f} s  {status}", file=sys.stderr)
+                merged = results.setdefault((key, lib), Outcome([]))
+                merged.runs.extend(outcome.runs)
+                merged.seconds += outcome.seconds
+                if outcome.error is not None and merged.error is None:
+                    merged.error, merged.stderr = outcome.error, outcome.stderr
+    return results

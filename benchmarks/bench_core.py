@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from _harness import (
+    LIMIT_GOAL,
     Outcome,
     _cores,
     _cpu_model,
@@ -43,7 +44,12 @@ from _harness import (
     _server_version,
     _version,
     emit,
+    fmt_share,
+    limit_mark,
+    median,
+    of_limit,
     parse_result,
+    run_interleaved,
 )
 from _harness import run_child as _run_child
 
@@ -69,8 +75,8 @@ RESPONDER_MAX_LIFETIME = 600.0
 
 MEMORY_TARGET_BYTES = 340.0
 
-LIBS = ("ours", "nats-py", "pynats2")
-LABELS = {"ours": "jetstream_sync", "nats-py": "nats-py", "pynats2": "pynats2"}
+LIBS = ("ours", "nats-py", "pynats2", "raw")
+LABELS = {"ours": "jetstream_sync", "nats-py": "nats-py", "pynats2": "pynats2", "raw": "raw socket"}
 
 Run = Dict[str, float]
 BenchFn = Callable[[str, int, int], List[Run]]
@@ -766,6 +772,60 @@ def memory_natspy(url: str, n: int, runs: int) -> List[Run]:
     return asyncio.run(main())
 
 
+# --- the raw limit: the same work on a bare socket (benchmarks/_raw.py) ---------------------
+
+
+def publish_raw(url: str, n: int, runs: int) -> List[Run]:
+    import _raw
+
+    with _raw.RawConn(url) as conn:
+        subject = "bench.publish"
+        _raw.publish(conn, subject, PAYLOAD, WARMUP_PUBLISHES)
+        out: List[Run] = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            _raw.publish(conn, subject, PAYLOAD, n)
+            out.append({"rate": n / (time.perf_counter() - t0)})
+        return out
+
+
+def receive_raw(url: str, n: int, runs: int, bench: str) -> List[Run]:
+    """The limit of both subscribe rows: one inline read loop (parse each MSG line, read its
+    payload, count it), timed from the first message to the last like the others."""
+    import _raw
+
+    with _raw.RawConn(url, timeout=IDLE_WAIT) as conn:
+        out: List[Run] = []
+        for i in range(runs):
+            subject = f"bench.{bench}.{i}"
+            sid = conn.sub(subject)
+            conn.flush()
+            with Publisher(url, subject, n) as pub:
+                pub.go()
+                deadline = time.perf_counter() + RUN_DEADLINE
+                received, t_first, t_last = _raw.receive(conn, n, STARTUP_WAIT, IDLE_WAIT, deadline)
+                pub_result = pub.result()
+            conn.sock.sendall(f"UNSUB {sid}\r\n".encode())
+            out.append(receive_run(received, n, t_first, t_last, 0, pub_result))
+        return out
+
+
+def next_msg_raw(url: str, n: int, runs: int) -> List[Run]:
+    return receive_raw(url, n, runs, "next_msg")
+
+
+def callback_raw(url: str, n: int, runs: int) -> List[Run]:
+    return receive_raw(url, n, runs, "callback")
+
+
+def request_raw(url: str, n: int, runs: int) -> List[Run]:
+    import _raw
+
+    with Responder(url, REQ_SUBJECT), _raw.RawConn(url, timeout=REQUEST_TIMEOUT) as conn:
+        _raw.request_loop(conn, REQ_SUBJECT, REQ_PAYLOAD, WARMUP_REQUESTS)
+        return [latency_run(_raw.request_loop(conn, REQ_SUBJECT, REQ_PAYLOAD, n))]
+
+
 BENCHES: Dict[Tuple[str, str], BenchFn] = {
     ("publish", "ours"): publish_ours,
     ("publish", "nats-py"): publish_natspy,
@@ -780,6 +840,10 @@ BENCHES: Dict[Tuple[str, str], BenchFn] = {
     ("request", "pynats2"): request_pynats2,
     ("memory", "ours"): memory_ours,
     ("memory", "nats-py"): memory_natspy,
+    ("publish", "raw"): publish_raw,
+    ("next_msg", "raw"): next_msg_raw,
+    ("callback", "raw"): callback_raw,
+    ("request", "raw"): request_raw,
 }
 
 
@@ -828,52 +892,53 @@ class Row:
             return "FAIL (no result)"
         return "PASS" if self.check(ratio, ours) else "FAIL"
 
+    def limit(self) -> Optional[float]:
+        """Issue 21: jetstream_sync as a share of the raw-socket loop (1.0 = the limit)."""
+        return of_limit(self.values.get("ours"), self.values.get("raw"), self.higher_is_better)
+
 
 Results = Dict[Tuple[str, str], Outcome]
 
 
-def _plan(sizes: Sizes) -> List[Tuple[str, Tuple[str, ...], int, int]]:
-    """(benchmark, libraries, messages or requests, runs) in the order they run."""
-    return [
-        ("publish", LIBS, sizes.publish, sizes.runs),
-        ("next_msg", ("ours", "nats-py"), sizes.subscribe, sizes.runs),
-        ("callback", LIBS, sizes.subscribe, sizes.runs),
-        ("request", LIBS, sizes.requests, 1),
-        ("memory", ("ours", "nats-py"), sizes.memory, 1),
-    ]
-
-
 def _run_all(sizes: Sizes, url: str) -> Results:
-    results: Results = {}
-    for bench, libs, n, runs in _plan(sizes):
-        for lib in libs:
-            print(f"  running {bench:<9} {LABELS[lib]:<15}", end="", file=sys.stderr, flush=True)
-            if bench == "memory":
-                args = ["--memory-only", lib, "--url", url, "--n", str(n)]
-            else:
-                args = ["--child", bench, "--lib", lib, "--url", url]
-                args += ["--n", str(n), "--runs", str(runs)]
-            args += ["--hard-timeout", str(sizes.child_timeout)]
-            outcome = run_child(args, sizes.child_timeout)
-            results[(bench, lib)] = outcome
-            status = "ok" if outcome.error is None else f"ERROR: {outcome.error}"
-            print(f" {outcome.seconds:5.1f} s  {status}", file=sys.stderr)
+    """Every benchmark in rounds interleaved across the libraries (jetstream_sync, nats-py,
+    pynats2, raw, then again), one fresh child per round; memory: one child per library."""
+    common = ["--url", url, "--hard-timeout", str(sizes.child_timeout)]
+    jobs = [
+        ("publish", LIBS, ["--child", "publish", "--n", str(sizes.publish), *common]),
+        (
+            "next_msg",
+            ("ours", "nats-py", "raw"),
+            ["--child", "next_msg", "--n", str(sizes.subscribe), *common],
+        ),
+        ("callback", LIBS, ["--child", "callback", "--n", str(sizes.subscribe), *common]),
+        ("request", LIBS, ["--child", "request", "--n", str(sizes.requests), *common]),
+    ]
+    results: Results = run_interleaved(SCRIPT, jobs, sizes.runs, sizes.child_timeout, LABELS)
+    for lib in ("ours", "nats-py"):
+        print(f"  running {'memory':<22} {LABELS[lib]:<15}", end="", file=sys.stderr, flush=True)
+        args = ["--memory-only", lib, "--url", url, "--n", str(sizes.memory)]
+        args += ["--hard-timeout", str(sizes.child_timeout)]
+        outcome = run_child(args, sizes.child_timeout)
+        results[("memory", lib)] = outcome
+        status = "ok" if outcome.error is None else f"ERROR: {outcome.error}"
+        print(f" {outcome.seconds:5.1f} s  {status}", file=sys.stderr)
     return results
 
 
 def _rows(results: Results) -> List[Row]:
-    def values(bench: str, key: str, pick: Callable[[List[float]], float]) -> Dict[str, Any]:
+    def values(bench: str, key: str) -> Dict[str, Any]:
+        """The median of the rounds, per library."""
         picked: Dict[str, Any] = {}
         for lib in LIBS:
             outcome = results.get((bench, lib))
-            ok = outcome is not None and outcome.runs
-            picked[lib] = pick([r[key] for r in outcome.runs]) if outcome and ok else None
+            picked[lib] = median([r[key] for r in outcome.runs]) if outcome else None
         return picked
 
     return [
         Row(
             "core publish, msgs/s (higher is better)",
-            values("publish", "rate", max),
+            values("publish", "rate"),
             _fmt_int,
             higher_is_better=True,
             target="≥ 2.5x",
@@ -881,7 +946,7 @@ def _rows(results: Results) -> List[Row]:
         ),
         Row(
             "subscribe via next_msg, msgs/s (higher is better)",
-            values("next_msg", "rate", max),
+            values("next_msg", "rate"),
             _fmt_int,
             higher_is_better=True,
             target="≥ 8x",
@@ -889,13 +954,13 @@ def _rows(results: Results) -> List[Row]:
         ),
         Row(
             "subscribe via callback, msgs/s (higher is better)",
-            values("callback", "rate", max),
+            values("callback", "rate"),
             _fmt_int,
             higher_is_better=True,
         ),
         Row(
             "request/reply p50, µs (lower is better)",
-            values("request", "p50_us", min),
+            values("request", "p50_us"),
             _fmt_1,
             higher_is_better=False,
             target="≥ 1.0x",
@@ -903,13 +968,13 @@ def _rows(results: Results) -> List[Row]:
         ),
         Row(
             "request/reply p99, µs (lower is better)",
-            values("request", "p99_us", min),
+            values("request", "p99_us"),
             _fmt_1,
             higher_is_better=False,
         ),
         Row(
             f"memory, bytes per queued {MSG_SIZE} B msg (lower is better)",
-            values("memory", "bytes_per_msg", min),
+            values("memory", "bytes_per_msg"),
             _fmt_1,
             higher_is_better=False,
             target=f"ours ≤ {MEMORY_TARGET_BYTES:.0f} B",
@@ -930,8 +995,12 @@ def _print_header(sizes: Sizes, quick: bool, server_version: str) -> None:
         f"- sizes: publish {sizes.publish:,} x {MSG_SIZE} B; subscribe {sizes.subscribe:,} x "
         f"{MSG_SIZE} B; request {sizes.requests:,} x {REQ_SIZE} B after {WARMUP_REQUESTS} "
         f"warm-up; memory {sizes.memory:,} x {MSG_SIZE} B",
-        f"- throughput figures are the best of {sizes.runs} run(s); every (benchmark, library) "
-        "runs in a fresh child process",
+        f"- every figure is the median of {sizes.runs} round(s), interleaved: jetstream_sync, "
+        "nats-py, pynats2, raw socket, then again; every round runs in a fresh child process",
+        "- raw socket: the same work done by a hand-written loop on one blocking socket, no "
+        "client library (benchmarks/_raw.py): the practical limit for Python. "
+        f"'of limit' = jetstream_sync / raw (latency: raw / jetstream_sync); the goal is "
+        f"≥ {LIMIT_GOAL:g}",
         "- publish: timed from the first publish to the end of a flush (PING/PONG); pynats2 "
         "has no flush, so its clock stops when a message it publishes to a subject it "
         "subscribes to itself comes back",
@@ -951,15 +1020,18 @@ def _print_header(sizes: Sizes, quick: bool, server_version: str) -> None:
 
 
 def _print_table(rows: List[Row]) -> None:
-    header = ["metric", "jetstream_sync", "nats-py", "pynats2", "ratio", "target", "result"]
+    header = ["metric", *(LABELS[lib] for lib in LIBS), "ratio", "target", "result"]
+    header += ["of limit", f"≥ {LIMIT_GOAL:g} of limit"]
     print("| " + " | ".join(header) + " |")
-    print("|" + "|".join([" --- "] + [" ---: "] * 4 + [" --- "] * 2) + "|")
+    print("|" + "|".join([" --- "] + [" ---: "] * 5 + [" --- "] * 2 + [" ---: ", " --- "]) + "|")
     for row in rows:
         ratio = row.ratio()
         cells = [row.metric] + [row.fmt(row.values.get(lib)) for lib in LIBS]
         # Truncated, not rounded: 2.499 must not show as the 2.50 it fails to reach.
         shown = "n/a" if ratio is None else f"{math.floor(ratio * 100) / 100:.2f}x"
         cells += [shown, row.target, row.verdict()]
+        limit = row.limit()
+        cells += [fmt_share(limit), limit_mark(limit) if row.values.get("raw") else "—"]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from _harness import (
+    LIMIT_GOAL,
     Outcome,
     _cores,
     _cpu_model,
@@ -39,7 +40,12 @@ from _harness import (
     _server_version,
     _version,
     emit,
+    fmt_share,
+    limit_mark,
+    median,
+    of_limit,
     proc_cpu,
+    run_interleaved,
 )
 from _harness import run_child as _run_child
 
@@ -57,8 +63,8 @@ PRELOAD_TIMEOUT = 60.0  # the acks of the preloading publish_async
 SETTLE_WAIT = 2.0  # after the clock stops: how long consumer info may take to show every ack
 SETTLE_POLL = 0.01
 
-LIBS = ("ours", "nats-py")
-LABELS = {"ours": "jetstream_sync", "nats-py": "nats-py"}
+LIBS = ("ours", "nats-py", "raw")
+LABELS = {"ours": "jetstream_sync", "nats-py": "nats-py", "raw": "raw socket"}
 BENCH_NAMES = ("fetch",)
 
 Run = Dict[str, Any]
@@ -408,9 +414,52 @@ def fetch_natspy(url: str, batch: int, n: int, runs: int) -> List[Run]:
     return asyncio.run(main())
 
 
+# --- the raw limit: the same work on a bare socket (benchmarks/_raw.py) ---------------------
+
+
+def _run_raw(js: Any, url: str, batch: int, n: int, run: int) -> Run:
+    """Preloaded and checked like the others (jetstream_sync, untimed); the pulls and the
+    acks on a raw socket, its inbox subscribed before the clock starts (as pull_subscribe)."""
+    import _raw
+
+    stream, _subject, durable = names("raw", batch, run)
+    preload(url, stream, _subject, durable, n)
+    try:
+        with _raw.RawConn(url, timeout=FETCH_TIMEOUT) as conn:
+            conn.sub_once(_raw.PULL_INBOX)
+            counts = Counts()
+            clock = Clock()
+            try:
+                received, acked, pulls, short = _raw.fetch_loop(
+                    conn, stream, durable, batch, n, FETCH_TIMEOUT, clock.t0 + RUN_DEADLINE
+                )
+                counts = Counts(received, acked, pulls, short, 0, "")
+            except (OSError, _raw.RawError) as exc:
+                counts.errors, counts.first_error = 1, _describe(exc)
+            clock.stop()
+        _past_deadline(clock, counts)
+        state = _settle_ours(js, stream, durable)
+    finally:
+        js.delete_stream(stream)
+    return bench_run(n, batch, counts, state, clock)
+
+
+def fetch_raw(url: str, batch: int, n: int, runs: int) -> List[Run]:
+    import jetstream_sync as nats
+
+    nc = nats.connect(url)
+    try:
+        js = nc.jetstream(timeout=API_TIMEOUT)
+        _run_raw(js, url, batch, warmup_size(batch), -1)
+        return [_run_raw(js, url, batch, n, i) for i in range(runs)]
+    finally:
+        nc.close()
+
+
 BENCHES: Dict[Tuple[str, str], BenchFn] = {
     ("fetch", "ours"): fetch_ours,
     ("fetch", "nats-py"): fetch_natspy,
+    ("fetch", "raw"): fetch_raw,
 }
 
 
@@ -465,6 +514,10 @@ class Row:
         verdict = "PASS" if ratio >= self.minimum else "FAIL"
         return f"{verdict} (see warnings)" if self.warned else verdict
 
+    def limit(self) -> Optional[float]:
+        """Issue 21: jetstream_sync / the raw-socket loop (1.0 = the limit)."""
+        return of_limit(self.values.get("ours"), self.values.get("raw"))
+
 
 Key = Tuple[int, str]  # (batch, library)
 Results = Dict[Key, Outcome]
@@ -473,26 +526,17 @@ TARGETS = {1: 2.0, 100: 4.0, 1000: 4.0}
 
 
 def _run_all(sizes: Sizes, url: str, server_pid: Optional[int]) -> Results:
-    results: Results = {}
+    """Each batch size in rounds interleaved across the libraries (jetstream_sync, nats-py,
+    raw, then again), one fresh child per round."""
+    jobs = []
     for batch in BATCHES:
-        n = sizes.messages(batch)
-        for lib in LIBS:
-            print(
-                f"  running fetch batch {batch:<5} {LABELS[lib]:<15}",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-            args = ["--child", "fetch", "--lib", lib, "--batch", str(batch), "--url", url]
-            args += ["--n", str(n), "--runs", str(sizes.runs)]
-            args += ["--hard-timeout", str(sizes.child_timeout)]
-            if server_pid is not None:
-                args += ["--server-pid", str(server_pid)]
-            outcome = run_child(args, sizes.child_timeout)
-            results[(batch, lib)] = outcome
-            status = "ok" if outcome.error is None else f"ERROR: {outcome.error}"
-            print(f" {outcome.seconds:5.1f} s  {status}", file=sys.stderr)
-    return results
+        args = ["--child", "fetch", "--batch", str(batch), "--url", url]
+        args += ["--n", str(sizes.messages(batch)), "--hard-timeout", str(sizes.child_timeout)]
+        if server_pid is not None:
+            args += ["--server-pid", str(server_pid)]
+        jobs.append((f"fetch({batch})", LIBS, args))
+    merged = run_interleaved(SCRIPT, jobs, sizes.runs, sizes.child_timeout, LABELS)
+    return {(int(key[6:-1]), lib): outcome for (key, lib), outcome in merged.items()}
 
 
 def _rows(results: Results) -> List[Row]:
@@ -503,7 +547,7 @@ def _rows(results: Results) -> List[Row]:
         for lib in LIBS:
             outcome = results.get((batch, lib))
             runs = outcome.runs if outcome is not None else []
-            values[lib] = max(r["rate"] for r in runs) if runs else None
+            values[lib] = median([r["rate"] for r in runs])
             warned = warned or any(run_problems(r) for r in runs)
         target = TARGETS[batch]
         rows.append(
@@ -530,8 +574,12 @@ def _print_header(sizes: Sizes, quick: bool, server_version: str) -> None:
         f"{_version('nats-py')} (asyncio, default event loop)",
         f"- sizes: {sizes.single:,} x {MSG_SIZE} B messages per run at batch 1, "
         f"{sizes.batched:,} x {MSG_SIZE} B at batch 100 and 1000",
-        f"- figures are the best of {sizes.runs} run(s); every (batch, library) runs in a "
-        "fresh child process, after an untimed warm-up run on a throwaway stream",
+        f"- every figure is the median of {sizes.runs} round(s), interleaved: jetstream_sync, "
+        "nats-py, raw socket, then again; every round is a fresh child process, after an "
+        "untimed warm-up",
+        "- raw socket: the same work done by a hand-written loop on one blocking socket, no "
+        "client library (benchmarks/_raw.py): the practical limit for Python. 'of limit' = "
+        f"jetstream_sync / raw; the goal is ≥ {LIMIT_GOAL:g}",
         "- every run reads from a fresh R1 memory stream of its own, preloaded with "
         "jetstream_sync's `publish_async` on a separate connection closed before the clock "
         "starts (both columns), with a durable pull consumer (ack_policy explicit, "
@@ -549,15 +597,17 @@ def _print_header(sizes: Sizes, quick: bool, server_version: str) -> None:
 
 
 def _print_table(rows: List[Row]) -> None:
-    header = ["metric", "jetstream_sync", "nats-py", "ratio", "target", "result"]
+    header = ["metric", *(LABELS[lib] for lib in LIBS), "ratio", "target", "result"]
+    header += ["of limit", f"≥ {LIMIT_GOAL:g} of limit"]
     print("| " + " | ".join(header) + " |")
-    print("|" + "|".join([" --- "] + [" ---: "] * 3 + [" --- "] * 2) + "|")
+    print("|" + "|".join([" --- "] + [" ---: "] * 4 + [" --- "] * 2 + [" ---: ", " --- "]) + "|")
     for row in rows:
         ratio = row.ratio()
         cells = [row.metric] + [row.fmt(row.values.get(lib)) for lib in LIBS]
         # Truncated, not rounded: 1.999 must not show as the 2.00 it fails to reach.
         shown = "n/a" if ratio is None else f"{math.floor(ratio * 100) / 100:.2f}x"
         cells += [shown, row.target, row.verdict()]
+        cells += [fmt_share(row.limit()), limit_mark(row.limit())]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from _harness import (
+    LIMIT_GOAL,
     Outcome,
     _cores,
     _cpu_model,
@@ -42,7 +43,12 @@ from _harness import (
     _server_version,
     _version,
     emit,
+    fmt_share,
+    limit_mark,
+    median,
+    of_limit,
     proc_cpu,
+    run_interleaved,
 )
 from _harness import run_child as _run_child
 
@@ -62,8 +68,8 @@ PENDING_SLACK = 1_024  # pending_msgs_limit = N + this (both): nothing may be dr
 PENDING_BYTES = 1 << 30
 WARMUP = 2_000  # messages of the untimed warm-up run every child makes first
 
-LIBS = ("ours", "nats-py")
-LABELS = {"ours": "jetstream_sync", "nats-py": "nats-py"}
+LIBS = ("ours", "nats-py", "raw")
+LABELS = {"ours": "jetstream_sync", "nats-py": "nats-py", "raw": "raw socket"}
 
 Run = Dict[str, Any]
 BenchFn = Callable[[str, int, int], List[Run]]
@@ -465,9 +471,58 @@ def bench_natspy(url: str, mode: str, n: int, runs: int) -> List[Run]:
     return asyncio.run(main())
 
 
+# --- the raw limit: the same work on a bare socket (benchmarks/_raw.py) ---------------------
+
+
+def _run_raw(js: Any, url: str, mode: str, n: int, run: int) -> Run:
+    """Preloaded and checked like the others (jetstream_sync, untimed). Timed on a raw
+    socket, as for the others from the subscribe: the stream looked up by subject, the
+    deliver subject subscribed, the consumer created, then an inline read loop answering
+    flow control. Both modes compare against this one loop."""
+    import _raw
+
+    stream, subject = names("raw", mode, run)
+    preload(url, stream, subject, n)
+    try:
+        counts = Counts()
+        with _raw.RawConn(url, timeout=NEXT_TIMEOUT) as conn:
+            clock = Clock()
+            try:
+                found, consumer, received, _replies = _raw.push_loop(
+                    conn, subject, n, IDLE_HEARTBEAT, clock.t0 + RUN_DEADLINE
+                )
+                counts.received = received
+            except (OSError, _raw.RawError, ValueError) as exc:
+                found, consumer = stream, ""
+                counts.errors, counts.first_error = 1, _describe(exc)
+            clock.stop()
+            if consumer:
+                state = ConsumerState.of(js.consumer_info(found, consumer))
+            else:
+                state = ConsumerState()
+            counts.extra = _raw.drain_extra(conn, EXTRA_WAIT)
+        _past_deadline(clock, counts)
+    finally:
+        js.delete_stream(stream)
+    return bench_run(n, mode, counts, state, clock)
+
+
+def bench_raw(url: str, mode: str, n: int, runs: int) -> List[Run]:
+    import jetstream_sync as nats
+
+    nc = nats.connect(url)
+    try:
+        js = nc.jetstream(timeout=API_TIMEOUT)
+        _run_raw(js, url, mode, WARMUP, -1)
+        return [_run_raw(js, url, mode, n, i) for i in range(runs)]
+    finally:
+        nc.close()
+
+
 BENCHES: Dict[str, Callable[[str, str, int, int], List[Run]]] = {
     "ours": bench_ours,
     "nats-py": bench_natspy,
+    "raw": bench_raw,
 }
 
 
@@ -507,25 +562,16 @@ METRICS = {
 
 
 def _run_all(sizes: Sizes, url: str, server_pid: Optional[int]) -> Results:
-    results: Results = {}
+    """Each mode in rounds interleaved across the libraries (jetstream_sync, nats-py, raw,
+    then again), one fresh child per round."""
+    jobs = []
     for mode in MODES:
-        for lib in LIBS:
-            print(
-                f"  running push {mode:<9} {LABELS[lib]:<15}",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-            args = ["--child", mode, "--lib", lib, "--url", url]
-            args += ["--n", str(sizes.messages), "--runs", str(sizes.runs)]
-            args += ["--hard-timeout", str(sizes.child_timeout)]
-            if server_pid is not None:
-                args += ["--server-pid", str(server_pid)]
-            outcome = run_child(args, sizes.child_timeout)
-            results[(mode, lib)] = outcome
-            status = "ok" if outcome.error is None else f"ERROR: {outcome.error}"
-            print(f" {outcome.seconds:5.1f} s  {status}", file=sys.stderr)
-    return results
+        args = ["--child", mode, "--url", url, "--n", str(sizes.messages)]
+        args += ["--hard-timeout", str(sizes.child_timeout)]
+        if server_pid is not None:
+            args += ["--server-pid", str(server_pid)]
+        jobs.append((mode, LIBS, args))
+    return run_interleaved(SCRIPT, jobs, sizes.runs, sizes.child_timeout, LABELS)
 
 
 def run_problems(run: Run) -> List[str]:
@@ -576,6 +622,10 @@ class Row:
             return "FAIL (see warnings)"
         return "ok"
 
+    def limit(self) -> Optional[float]:
+        """Issue 21: jetstream_sync / the raw-socket loop (1.0 = the limit)."""
+        return of_limit(self.values.get("ours"), self.values.get("raw"))
+
 
 def _rows(results: Results) -> List[Row]:
     rows: List[Row] = []
@@ -585,7 +635,7 @@ def _rows(results: Results) -> List[Row]:
         for lib in LIBS:
             outcome = results.get((mode, lib))
             runs = outcome.runs if outcome is not None else []
-            values[lib] = max(r["rate"] for r in runs) if runs else None
+            values[lib] = median([r["rate"] for r in runs])
             warned = warned or any(run_problems(r) for r in runs)
             failed = failed or outcome is None or outcome.error is not None
         rows.append(Row(METRICS[mode], values, warned, failed))
@@ -602,9 +652,13 @@ def _print_header(sizes: Sizes, quick: bool, server_version: str) -> None:
         f"- libraries: jetstream_sync {_version('jetstream-sync')}, nats-py "
         f"{_version('nats-py')} (asyncio, default event loop)",
         f"- sizes: {sizes.messages:,} x {MSG_SIZE} B messages per run",
-        f"- figures are the best of {sizes.runs} run(s); every (mode, library) runs in a "
-        f"fresh child process, after an untimed warm-up run ({WARMUP:,} messages) on a "
-        "throwaway stream",
+        f"- every figure is the median of {sizes.runs} round(s), interleaved: jetstream_sync, "
+        "nats-py, raw socket, then again; every round is a fresh child process, after an "
+        f"untimed warm-up run ({WARMUP:,} messages) on a throwaway stream",
+        "- raw socket: the same work done by a hand-written loop on one blocking socket, no "
+        "client library (benchmarks/_raw.py): the practical limit for Python; both modes "
+        f"compare against the same loop. 'of limit' = jetstream_sync / raw; the goal is "
+        f"≥ {LIMIT_GOAL:g}",
         "- every run reads from a fresh R1 memory stream of its own, preloaded with "
         "jetstream_sync's `publish_async` on a separate connection closed before the clock "
         "starts (both columns); the preload is not timed",
@@ -624,14 +678,15 @@ def _print_header(sizes: Sizes, quick: bool, server_version: str) -> None:
 
 
 def _print_table(rows: List[Row]) -> None:
-    header = ["metric", "jetstream_sync", "nats-py", "ratio", "result"]
+    header = ["metric", *(LABELS[lib] for lib in LIBS), "ratio", "result"]
+    header += ["of limit", f"≥ {LIMIT_GOAL:g} of limit"]
     print("| " + " | ".join(header) + " |")
-    print("|" + "|".join([" --- "] + [" ---: "] * 3 + [" --- "]) + "|")
+    print("|" + "|".join([" --- "] + [" ---: "] * 4 + [" --- ", " ---: ", " --- "]) + "|")
     for row in rows:
         ratio = row.ratio()
         cells = [row.metric] + [_fmt_int(row.values.get(lib)) for lib in LIBS]
         shown = "n/a" if ratio is None else f"{math.floor(ratio * 100) / 100:.2f}x"
-        cells += [shown, row.verdict()]
+        cells += [shown, row.verdict(), fmt_share(row.limit()), limit_mark(row.limit())]
         print("| " + " | ".join(cells) + " |")
 
 
@@ -695,7 +750,7 @@ def main_parent(quick: bool) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--quick", action="store_true", help="smaller counts, best of 3 instead of 5"
+        "--quick", action="store_true", help="smaller counts, median of 3 rounds instead of 5"
     )
     one = parser.add_argument_group(
         "one benchmark in this process (for profiling; its own server unless --url)"

@@ -1,0 +1,114 @@
+"""The benchmarks' raw-socket loops (benchmarks/_raw.py) still do all their work.
+
+Each loop runs with a tiny count against the session's real nats-server; the test checks
+what arrived, was acked or was stored. Nothing here measures or asserts a speed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import jetstream_sync as nats
+from jetstream_sync.testing import stream_name, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import _raw
+
+PAYLOAD = b"x" * 128
+
+
+@pytest.fixture
+def conn(nats_server):
+    with _raw.RawConn(nats_server.url) as c:
+        yield c
+
+
+def test_publish_reaches_a_subscriber(nc, conn):
+    sub = nc.subscribe("raw.pub", pending_msgs_limit=1_000)
+    nc.flush()
+    _raw.publish(conn, "raw.pub", PAYLOAD, 300)
+    wait_until(lambda: sub.pending_msgs == 300, what="300 messages")
+    assert sub.next_msg(timeout=1).data == PAYLOAD
+
+
+def test_receive_counts_every_message_and_handles_crlf_and_headers(nc, conn):
+    conn.sub("raw.recv")
+    conn.flush()
+    payloads = [b"a\r\nb" * k for k in range(1, 200)]
+    for i, p in enumerate(payloads):
+        nc.publish("raw.recv", p, headers={"K": "v"} if i % 3 == 0 else None)
+    nc.flush()
+    got = [conn.read() for _ in payloads]
+    assert [m[3] for m in got if m is not None] == payloads
+    assert sum(1 for m in got if m is not None and m[2]) == len(range(0, 199, 3))
+
+    for _ in range(500):
+        nc.publish("raw.recv", PAYLOAD)
+    nc.flush()
+    received, first, last = _raw.receive(conn, 500, 5, 5, time.perf_counter() + 10)
+    assert received == 500 and last >= first
+
+
+def test_request_loop_gets_every_reply(nc, conn):
+    nc.subscribe("raw.echo", cb=lambda m: m.respond(m.data))
+    nc.flush()
+    assert len(_raw.request_loop(conn, "raw.echo", b"r" * 16, 50)) == 50
+
+
+def test_js_publish_both_ways_stores_every_message(js, conn):
+    name = stream_name("RAWPUB")
+    js.add_stream(name=name, subjects=[f"{name.lower()}.>"], storage=nats.StorageType.MEMORY)
+    try:
+        assert _raw.js_publish(conn, f"{name.lower()}.a", PAYLOAD, 50) == (50, 0)
+        assert _raw.js_publish_pipelined(conn, f"{name.lower()}.a", PAYLOAD, 500, 64) == (500, 0)
+        assert js.stream_info(name).state.messages == 550
+        # no stream on the subject: every reply is a failure, none is lost
+        assert _raw.js_publish_pipelined(conn, "raw.nostream", PAYLOAD, 20, 8) == (0, 20)
+    finally:
+        js.delete_stream(name)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 100])
+def test_fetch_loop_acks_every_message(js, conn, batch):
+    name = stream_name("RAWPULL")
+    subject = f"{name.lower()}.a"
+    js.add_stream(name=name, subjects=[subject], storage=nats.StorageType.MEMORY)
+    try:
+        for _ in range(200):
+            js.publish_async(subject, PAYLOAD)
+        js.publish_async_completed(timeout=10)
+        js.add_consumer(
+            name, durable_name="C", ack_policy=nats.AckPolicy.EXPLICIT, max_ack_pending=-1
+        )
+        received, acked, pulls, short = _raw.fetch_loop(conn, name, "C", batch, 200, 2.0)
+        assert (received, acked, short) == (200, 200, 0)
+        assert pulls == -(-200 // batch)
+        info = wait_until(
+            lambda: (i := js.consumer_info(name, "C")).num_ack_pending == 0 and i,
+            what="every ack",
+        )
+        assert info.delivered.consumer_seq == 200 and info.ack_floor.consumer_seq == 200
+        assert info.num_pending == 0 and info.num_redelivered == 0
+    finally:
+        js.delete_stream(name)
+
+
+def test_push_loop_reads_every_message_with_flow_control(js, conn):
+    name = stream_name("RAWPUSH")
+    subject = f"{name.lower()}.a"
+    js.add_stream(name=name, subjects=[subject], storage=nats.StorageType.MEMORY)
+    try:
+        for _ in range(3_000):
+            js.publish_async(subject, PAYLOAD)
+        js.publish_async_completed(timeout=10)
+        found, consumer, received, _replies = _raw.push_loop(conn, subject, 3_000, 1.0)
+        assert (found, received) == (name, 3_000)
+        info = js.consumer_info(name, consumer)
+        assert info.delivered.consumer_seq == 3_000 and info.num_pending == 0
+        assert _raw.drain_extra(conn, 0.05) == 0
+    finally:
+        js.delete_stream(name)
