@@ -35,6 +35,7 @@ class _End:
 
 
 _END = _End()
+_INF = float("inf")
 
 
 class Subscription:
@@ -191,7 +192,12 @@ class Subscription:
         :class:`BadSubscriptionError` (or the connection's error) once the subscription has
         ended and every queued message has been taken.
         """
-        t = check_timeout(timeout, "next_msg timeout", allow_none=True)
+        # A finite float >= 0 (the usual timeout) is what check_timeout would return: it is
+        # called only for the rest (NaN fails the comparison), a call saved per message.
+        if timeout.__class__ is float and 0.0 <= timeout < _INF:
+            t: Optional[float] = timeout
+        else:
+            t = check_timeout(timeout, "next_msg timeout", allow_none=True)
         self._table.link.check_usable()
         if self._cb is not None:
             raise errors.BadSubscriptionError(
