@@ -389,7 +389,7 @@ class PullSubscription:
                 q.put(msg)
                 break
             if classify(msg) is None:
-                msgs.append(self._seen(msg, prio))
+                msgs.append(msg if prio is None else self._seen(msg, prio))
         return msgs
 
     def _get(self, wait: float) -> Optional[Msg]:
@@ -515,7 +515,7 @@ class PullSubscription:
                     watch.alive()
                 kind = classify(msg)
                 if kind is None:
-                    msgs.append(self._seen(msg, prio))
+                    msgs.append(msg if prio is None else self._seen(msg, prio))
                     continue
                 if msg.subject != inbox or kind is HEARTBEAT:
                     continue  # a status for an earlier pull, or a sign of life
