@@ -492,9 +492,12 @@ class PullSubscription:
                     sub, inbox, batch, deadline, hb, alarm, prio, unsub_after=batch
                 )
                 auto_unsub = hb is None
+            q = self._q  # taken from only under self._lock: what is queued stays there
             while len(msgs) < batch:
                 if waiting and msgs:
                     wait = 0.0  # return as soon as there is something: take what is here
+                elif not q.empty():
+                    wait = 0.0  # _get takes it without waiting: no clock read per message
                 else:
                     wait = deadline.remaining()
                     if watch is not None:
