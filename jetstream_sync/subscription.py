@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from . import errors
+from ._link import FORKED
 from ._timeouts import SIGNAL_SLICE, Deadline, check_timeout
 from .msg import Msg
 
@@ -198,7 +199,9 @@ class Subscription:
             t: Optional[float] = timeout
         else:
             t = check_timeout(timeout, "next_msg timeout", allow_none=True)
-        self._table.link.check_usable()
+        link = self._table.link
+        if link.state is FORKED:  # Link.check_usable's test, inlined: once per message
+            link.check_usable()
         if self._cb is not None:
             raise errors.BadSubscriptionError(
                 f"subscription on {self.subject!r} has a callback; next_msg is not available"
