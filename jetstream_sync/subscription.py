@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from . import errors
+from ._link import FORKED
 from ._timeouts import SIGNAL_SLICE, Deadline, check_timeout
 from .msg import Msg
 
@@ -35,6 +36,7 @@ class _End:
 
 
 _END = _End()
+_INF = float("inf")
 
 
 class Subscription:
@@ -191,8 +193,15 @@ class Subscription:
         :class:`BadSubscriptionError` (or the connection's error) once the subscription has
         ended and every queued message has been taken.
         """
-        t = check_timeout(timeout, "next_msg timeout", allow_none=True)
-        self._table.link.check_usable()
+        # A finite float >= 0 (the usual timeout) is what check_timeout would return: it is
+        # called only for the rest (NaN fails the comparison), a call saved per message.
+        if timeout.__class__ is float and 0.0 <= timeout < _INF:
+            t: Optional[float] = timeout
+        else:
+            t = check_timeout(timeout, "next_msg timeout", allow_none=True)
+        link = self._table.link
+        if link.state is FORKED:  # Link.check_usable's test, inlined: once per message
+            link.check_usable()
         if self._cb is not None:
             raise errors.BadSubscriptionError(
                 f"subscription on {self.subject!r} has a callback; next_msg is not available"

@@ -389,7 +389,7 @@ class PullSubscription:
                 q.put(msg)
                 break
             if classify(msg) is None:
-                msgs.append(self._seen(msg, prio))
+                msgs.append(msg if prio is None else self._seen(msg, prio))
         return msgs
 
     def _get(self, wait: float) -> Optional[Msg]:
@@ -492,9 +492,12 @@ class PullSubscription:
                     sub, inbox, batch, deadline, hb, alarm, prio, unsub_after=batch
                 )
                 auto_unsub = hb is None
+            q = self._q  # taken from only under self._lock: what is queued stays there
             while len(msgs) < batch:
                 if waiting and msgs:
                     wait = 0.0  # return as soon as there is something: take what is here
+                elif not q.empty():
+                    wait = 0.0  # _get takes it without waiting: no clock read per message
                 else:
                     wait = deadline.remaining()
                     if watch is not None:
@@ -515,7 +518,7 @@ class PullSubscription:
                     watch.alive()
                 kind = classify(msg)
                 if kind is None:
-                    msgs.append(self._seen(msg, prio))
+                    msgs.append(msg if prio is None else self._seen(msg, prio))
                     continue
                 if msg.subject != inbox or kind is HEARTBEAT:
                     continue  # a status for an earlier pull, or a sign of life
