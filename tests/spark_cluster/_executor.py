@@ -132,12 +132,15 @@ def as_messages(
     marks: str,
     pause: Optional[Callable[[Dict[str, Any], int], None]] = None,
     order_of: int = 0,
+    reverse_retries: bool = False,
 ) -> MapFn:
     """A ``mapInArrow`` body: (id bigint) or (data binary) rows become (subject, data) with
     ``data`` the decimal id (or the data as it is); marks ``start`` (with the first ids),
-    ``order`` (a digest of the first ``order_of`` rows in the order read, to compare the
+    ``order`` (a digest of the first ``order_of`` rows in the order written, to compare the
     orders of two attempts) and ``end``; after each output batch calls
-    ``pause(task, rows so far)``, which may block or raise."""
+    ``pause(task, rows so far)``, which may block or raise. With ``reverse_retries`` a
+    retried attempt reverses each batch it reads, so its rows sit at other positions than
+    in the first attempt whatever order Spark fetched the shuffle blocks in."""
 
     def run(batches: Batches) -> Batches:
         import hashlib
@@ -151,6 +154,8 @@ def as_messages(
         first: Optional[List[Any]] = None
         order = hashlib.blake2b(digest_size=16)
         for batch in batches:
+            if reverse_retries and info["attempt"] > 0:
+                batch = batch.take(pa.array(range(batch.num_rows - 1, -1, -1)))
             column = batch.column(0)
             if first is None:
                 first = column.slice(0, 5).to_pylist()
