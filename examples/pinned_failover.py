@@ -5,6 +5,10 @@ the other stands by. The pinned worker is killed; after priority_timeout the sta
 pinned and takes over. Then a third worker joins and an admin unpins: the pin moves at once.
 Each job is handled by exactly one worker.
 
+A job the server sent to the worker just as it was killed (before the server noticed the
+closed connection) is not lost: nobody acked it, so it is delivered again after the
+consumer's ack_wait, set short here for that reason.
+
 Run: python examples/pinned_failover.py   (uses $NATS_URL, or starts an embedded nats-server)
 """
 
@@ -21,6 +25,7 @@ from jetstream_sync.server import url_from_env_or_embedded
 
 STREAM, CONSUMER, GROUP = "JOBS", "workers", "jobs"
 PRIORITY_TIMEOUT = 2.0
+ACK_WAIT = 5.0  # a job in flight to the killed worker comes back after this
 
 
 def worker(url: str, name: str) -> None:
@@ -52,6 +57,7 @@ def main() -> None:
             priority_groups=[GROUP],
             priority_policy="pinned_client",
             priority_timeout=PRIORITY_TIMEOUT,
+            ack_wait=ACK_WAIT,
         )
         done: Dict[str, List[int]] = {}
         pinned: List[str] = []
@@ -92,7 +98,9 @@ def main() -> None:
             procs[first].wait()
             killed_at = time.monotonic()
             jobs(20, 20)
-            wait_for("the standby", lambda: handled() == 40)
+            # The pin moves after PRIORITY_TIMEOUT; a job that was in flight to the dead
+            # worker takes up to ACK_WAIT more.
+            wait_for("the standby", lambda: handled() == 40, 4 * (PRIORITY_TIMEOUT + ACK_WAIT))
             took = time.monotonic() - killed_at
             print(f"killed {first}; {pinned[-1]} took over after {took:.1f} s")
 

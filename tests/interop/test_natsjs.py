@@ -193,6 +193,9 @@ def test_we_publish_what_natsjs_consumes(
 # --- priority groups (ADR-42) --------------------------------------------------------------
 
 PIN_TTL = 3.0  # priority_timeout: a pinned client that stops pulling loses the pin after it
+# A message the server sent to the killed side before it noticed the closed connection
+# (its pull was still waiting) was acked by nobody: it comes back after ack_wait.
+PIN_ACK_WAIT = 4.0
 
 
 class Worker:
@@ -223,7 +226,10 @@ def test_pinned_client_failover_when_the_pinned_process_is_killed(
     syncpeer: Callable[[str, str, str], SyncPeer],
 ) -> None:
     """Whichever client holds the pin is SIGKILLed; the other takes over after the TTL and
-    every message is handled exactly once across both."""
+    every message is handled exactly once across both. A message the server sent to the
+    killed side in the moment before it saw the connection close is redelivered to the
+    new pin after ack_wait (seen in 1 of ~6 runs of the same pattern under load): the only
+    redelivery allowed."""
     peer = natsjs()
     subj = stream.lower()
     peer.call(
@@ -235,6 +241,7 @@ def test_pinned_client_failover_when_the_pinned_process_is_killed(
             "priority_groups": ["jobs"],
             "priority_policy": "pinned_client",
             "priority_timeout": ns(PIN_TTL),
+            "ack_wait": ns(PIN_ACK_WAIT),
         },
     )
 
@@ -269,13 +276,21 @@ def test_pinned_client_failover_when_the_pinned_process_is_killed(
     a.proc.kill()
     killed = time.monotonic()
     later = publish(10)
-    b.wait(lambda: len(b.msgs()) == 10, PIN_TTL + 20, "taking over from the killed side")
+    b.wait(
+        lambda: len(b.msgs()) == 10,
+        PIN_TTL + PIN_ACK_WAIT + 20,
+        "taking over from the killed side",
+    )
     took = time.monotonic() - killed
     (pin_b,) = b.pins()
     assert pin_b != pin_a
-    assert [m.seq for m in b.msgs()] == later
+    assert sorted(m.seq for m in b.msgs()) == later  # each once (a redelivery comes last)
     assert [m.seq for m in a.msgs()] == one + batch
-    assert all(m.delivered == 1 for m in a.msgs() + b.msgs())  # exactly once, no redelivery
+    assert all(m.delivered == 1 for m in a.msgs())  # handled before the kill: exactly once
+    again = [m for m in b.msgs() if m.delivered != 1]
+    # Only what was in flight to the dead side comes again, and only once more.
+    assert all(m.delivered == 2 for m in again), [(m.seq, m.delivered) for m in again]
+    assert not again or took >= PIN_ACK_WAIT - 1.0, f"redelivered after {took:.1f} s"
     assert all(m.headers.get("Nats-Pin-Id") == [pin_b] for m in b.msgs())
     now = info(js, stream, "W")
     assert now.priority_groups and now.priority_groups[0].pinned_id == pin_b
