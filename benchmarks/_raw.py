@@ -377,6 +377,63 @@ def fetch_loop(
     return received, acked, pulls, short
 
 
+def consume_loop(
+    conn: RawConn,
+    stream: str,
+    consumer: str,
+    max_messages: int,
+    n: int,
+    deadline: float = float("inf"),
+    expires: float = 30.0,
+) -> Tuple[int, int, int, int]:
+    """What ``consumer.consume(cb, max_messages=M)`` does, with an inline "callback" that
+    counts and acks: one pull for M with an expiry and idle heartbeats; once half of what
+    was asked for has come, the acks so far and a pull for the difference go out in one
+    write. A status other than a heartbeat ends what the pulls could bring: pull M afresh.
+    The last acks go out with the final PING. Returns (received, acked, pulls, statuses
+    that ended a pull)."""
+    inbox = PULL_INBOX
+    conn.sub_once(inbox)
+    read, sendall = conn.read, conn.sock.sendall
+    api = f"PUB $JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer} {inbox} ".encode()
+    timing = b',"expires":%d,"idle_heartbeat":%d}' % (
+        int(expires * 1e9),
+        int(min(expires / 2, 30.0) * 1e9),
+    )
+
+    def pull(want: int) -> bytes:
+        body = b'{"batch":%d' % want + timing
+        return api + b"%d\r\n" % len(body) + body + b"\r\n"
+
+    threshold = max(1, max_messages // 2)
+    sendall(pull(max_messages))
+    pending, pulls, short, received = max_messages, 1, 0, 0
+    acks: List[bytes] = []
+    while received < n:
+        msg = read()
+        if msg is None:
+            continue
+        if msg[2] is not None and msg[2].startswith(b"NATS/1.0 "):  # a status
+            if msg[2].startswith(b"NATS/1.0 100"):
+                continue  # an idle heartbeat
+            short += 1
+            pending = 0
+        else:
+            received += 1
+            acks.append(b"PUB " + msg[1] + b" 4\r\n+ACK\r\n")
+            pending -= 1
+            if not received & 0xFFF and time.perf_counter() > deadline:
+                break
+        if pending <= threshold and received < n:
+            acks.append(pull(max_messages - pending))
+            sendall(b"".join(acks))
+            acks.clear()
+            pending = max_messages
+            pulls += 1
+    conn.flush(b"".join(acks))
+    return received, received, pulls, short
+
+
 # --- JetStream push -----------------------------------------------------------------------
 
 

@@ -54,6 +54,7 @@ SCRIPT = os.path.abspath(__file__)
 MSG_SIZE = 128
 PAYLOAD = b"x" * MSG_SIZE
 BATCHES = (1, 100, 1000)
+CONSUME_MAX = 500  # consume()'s default max_messages: it pulls again at half of it
 
 FETCH_TIMEOUT = 5.0  # one fetch (both libraries' default); the messages are all there already
 FLUSH_TIMEOUT = 5.0  # the flush that sees the last acks to the server
@@ -65,7 +66,8 @@ SETTLE_POLL = 0.01
 
 LIBS = ("ours", "nats-py", "raw")
 LABELS = {"ours": "jetstream_sync", "nats-py": "nats-py", "raw": "raw socket"}
-BENCH_NAMES = ("fetch",)
+BENCH_NAMES = ("fetch", "consume")
+CONSUME_LIBS = ("ours", "raw")  # nats-py 2.16 has no consume()
 
 Run = Dict[str, Any]
 BenchFn = Callable[[str, int, int, int], List[Run]]
@@ -79,7 +81,7 @@ class Sizes:
     child_timeout: float
 
     def messages(self, batch: int) -> int:
-        return self.single if batch == 1 else self.batched
+        return self.single if batch == 1 else self.batched  # consume: batched
 
 
 FULL = Sizes(single=3_000, batched=20_000, runs=5, child_timeout=150)
@@ -312,6 +314,62 @@ def fetch_ours(url: str, batch: int, n: int, runs: int) -> List[Run]:
         nc.close()
 
 
+def _run_consume_ours(nc: Any, js: Any, url: str, batch: int, n: int, run: int) -> Run:
+    """``js.consumer(stream, durable).consume(cb)``, the callback acking each message, until
+    n came; then stop() and a flush. ``batch`` is max_messages."""
+    import threading
+
+    import jetstream_sync as nats
+
+    stream, subject, durable = names("ours_consume", batch, run)
+    preload(url, stream, subject, durable, n)
+    try:
+        consumer = js.consumer(stream, durable)
+        counts = Counts()
+        done = threading.Event()
+
+        def on_msg(msg: Any) -> None:
+            counts.received += 1
+            msg.ack()
+            counts.acked += 1
+            if counts.received >= n:
+                done.set()
+
+        clock = Clock()
+        ctx = consumer.consume(on_msg, max_messages=batch)
+        if not done.wait(RUN_DEADLINE):
+            counts.errors += 1
+            counts.first_error = f"only {counts.received} messages came before the deadline"
+        if ctx.error is not None:
+            counts.errors += 1
+            counts.first_error = counts.first_error or _describe(ctx.error)
+        try:
+            nc.flush(FLUSH_TIMEOUT)  # every ack has reached the server
+        except nats.NATSError as exc:
+            counts.errors += 1
+            counts.first_error = counts.first_error or _describe(exc)
+        clock.stop()
+        ctx.stop()
+        ctx.wait(API_TIMEOUT)
+        _past_deadline(clock, counts)
+        state = _settle_ours(js, stream, durable)
+    finally:
+        js.delete_stream(stream)
+    return bench_run(n, batch, counts, state, clock)
+
+
+def consume_ours(url: str, batch: int, n: int, runs: int) -> List[Run]:
+    import jetstream_sync as nats
+
+    nc = nats.connect(url)
+    try:
+        js = nc.jetstream(timeout=API_TIMEOUT)
+        _run_consume_ours(nc, js, url, batch, warmup_size(batch), -1)
+        return [_run_consume_ours(nc, js, url, batch, n, i) for i in range(runs)]
+    finally:
+        nc.close()
+
+
 # --- nats-py ------------------------------------------------------------------------------
 
 
@@ -456,10 +514,51 @@ def fetch_raw(url: str, batch: int, n: int, runs: int) -> List[Run]:
         nc.close()
 
 
+def _run_consume_raw(js: Any, url: str, batch: int, n: int, run: int) -> Run:
+    """consume()'s work on a raw socket: pull ``batch`` with an expiry and idle heartbeats,
+    take each message inline, pull again at half (with the acks), flush at the end."""
+    import _raw
+
+    stream, _subject, durable = names("raw_consume", batch, run)
+    preload(url, stream, _subject, durable, n)
+    try:
+        with _raw.RawConn(url, timeout=FETCH_TIMEOUT) as conn:
+            conn.sub_once(_raw.PULL_INBOX)
+            counts = Counts()
+            clock = Clock()
+            try:
+                received, acked, pulls, short = _raw.consume_loop(
+                    conn, stream, durable, batch, n, clock.t0 + RUN_DEADLINE
+                )
+                counts = Counts(received, acked, pulls, short, 0, "")
+            except (OSError, _raw.RawError) as exc:
+                counts.errors, counts.first_error = 1, _describe(exc)
+            clock.stop()
+        _past_deadline(clock, counts)
+        state = _settle_ours(js, stream, durable)
+    finally:
+        js.delete_stream(stream)
+    return bench_run(n, batch, counts, state, clock)
+
+
+def consume_raw(url: str, batch: int, n: int, runs: int) -> List[Run]:
+    import jetstream_sync as nats
+
+    nc = nats.connect(url)
+    try:
+        js = nc.jetstream(timeout=API_TIMEOUT)
+        _run_consume_raw(js, url, batch, warmup_size(batch), -1)
+        return [_run_consume_raw(js, url, batch, n, i) for i in range(runs)]
+    finally:
+        nc.close()
+
+
 BENCHES: Dict[Tuple[str, str], BenchFn] = {
     ("fetch", "ours"): fetch_ours,
     ("fetch", "nats-py"): fetch_natspy,
     ("fetch", "raw"): fetch_raw,
+    ("consume", "ours"): consume_ours,
+    ("consume", "raw"): consume_raw,
 }
 
 
@@ -519,36 +618,53 @@ class Row:
         return of_limit(self.values.get("ours"), self.values.get("raw"))
 
 
-Key = Tuple[int, str]  # (batch, library)
+Key = Tuple[str, str]  # (job: "fetch(100)", "consume(500)"; library)
 Results = Dict[Key, Outcome]
 
 TARGETS = {1: 2.0, 100: 4.0, 1000: 4.0}
 
 
+def _jobs() -> List[Tuple[str, str, int, Tuple[str, ...]]]:
+    """(job name, benchmark, batch, libraries) in the order they run and are shown."""
+    jobs = [(f"fetch({b})", "fetch", b, LIBS) for b in BATCHES]
+    return [*jobs, (f"consume({CONSUME_MAX})", "consume", CONSUME_MAX, CONSUME_LIBS)]
+
+
 def _run_all(sizes: Sizes, url: str, server_pid: Optional[int]) -> Results:
-    """Each batch size in rounds interleaved across the libraries (jetstream_sync, nats-py,
-    raw, then again), one fresh child per round."""
+    """Each job in rounds interleaved across the libraries (jetstream_sync, nats-py, raw,
+    then again), one fresh child per round."""
     jobs = []
-    for batch in BATCHES:
-        args = ["--child", "fetch", "--batch", str(batch), "--url", url]
+    for name, bench, batch, libs in _jobs():
+        args = ["--child", bench, "--batch", str(batch), "--url", url]
         args += ["--n", str(sizes.messages(batch)), "--hard-timeout", str(sizes.child_timeout)]
         if server_pid is not None:
             args += ["--server-pid", str(server_pid)]
-        jobs.append((f"fetch({batch})", LIBS, args))
+        jobs.append((name, libs, args))
     merged = run_interleaved(SCRIPT, jobs, sizes.runs, sizes.child_timeout, LABELS)
-    return {(int(key[6:-1]), lib): outcome for (key, lib), outcome in merged.items()}
+    return {(str(key), lib): outcome for (key, lib), outcome in merged.items()}
 
 
 def _rows(results: Results) -> List[Row]:
     rows: List[Row] = []
-    for batch in BATCHES:
+    for name, bench, batch, _libs in _jobs():
         values: Dict[str, Optional[float]] = {}
         warned = False
         for lib in LIBS:
-            outcome = results.get((batch, lib))
+            outcome = results.get((name, lib))
             runs = outcome.runs if outcome is not None else []
             values[lib] = median([r["rate"] for r in runs])
             warned = warned or any(run_problems(r) for r in runs)
+        if bench == "consume":
+            rows.append(
+                Row(
+                    f"pull consume(cb, max_messages={batch}) + ack each, msgs/s "
+                    "(nats-py has no consume)",
+                    values,
+                    _fmt_int,
+                    warned=warned,
+                )
+            )
+            continue
         target = TARGETS[batch]
         rows.append(
             Row(
@@ -587,6 +703,9 @@ def _print_header(sizes: Sizes, quick: bool, server_version: str) -> None:
         "- timed: `msgs = psub.fetch(batch)` then `msg.ack()` for each (nats-py: `await "
         "psub.fetch(batch)`, `await msg.ack()`) until N messages came, then a flush "
         "(PING/PONG) so every ack has reached the server",
+        f"- consume: `js.consumer(stream, durable).consume(cb, max_messages={CONSUME_MAX})`, "
+        "the callback acking each message, timed from the consume() call to the flush after "
+        "the last ack (raw: the same pulls, re-pulling at half with the acks in the write)",
         "- checked afterwards: the consumer's info shows N delivered, none pending delivery, "
         "none waiting for an ack and none redelivered",
         "- ratio: jetstream_sync / nats-py; > 1 means jetstream_sync is faster "
@@ -646,8 +765,8 @@ def run_problems(run: Run) -> List[str]:
 
 def _notes(results: Results) -> List[str]:
     notes: List[str] = []
-    for (batch, lib), outcome in results.items():
-        label = f"fetch({batch}) / {LABELS[lib]}"
+    for (job, lib), outcome in results.items():
+        label = f"{job} / {LABELS[lib]}"
         if not outcome.runs:
             continue
         figures = ", ".join(f"{r['rate']:,.0f}" for r in outcome.runs)
@@ -690,8 +809,8 @@ def main_parent(quick: bool) -> int:
         for note in notes:
             print(f"- {note}")
     failures = [(key, o) for key, o in results.items() if o.error is not None]
-    for (batch, lib), outcome in failures:
-        print(f"\n## fetch({batch}) / {LABELS[lib]} failed: {outcome.error}\n")
+    for (job, lib), outcome in failures:
+        print(f"\n## {job} / {LABELS[lib]} failed: {outcome.error}\n")
         print("```")
         print("\n".join(outcome.stderr.strip().splitlines()[-80:]))
         print("```")
@@ -707,7 +826,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     one.add_argument("--child", choices=BENCH_NAMES, help="the benchmark")
     one.add_argument("--lib", choices=LIBS, default="ours", help="default: ours")
-    one.add_argument("--batch", type=int, choices=BATCHES, default=100, help="default: 100")
+    one.add_argument(
+        "--batch",
+        type=int,
+        choices=(*BATCHES, CONSUME_MAX),
+        default=100,
+        help="fetch's batch or consume's max_messages (default: 100)",
+    )
     one.add_argument("--n", type=int, help="messages per run (default: the full size)")
     one.add_argument("--runs", type=int, default=1, help="default: 1")
     one.add_argument("--url", help="a JetStream-enabled server to use instead of a new one")

@@ -48,7 +48,10 @@ PATHS: Dict[str, Tuple[int, str]] = {
     "flood_cb": (50_000, "receive a flood of 128 B MSGs into a callback subscription"),
     "fetch": (20_000, "JetStream fetch(100), explicit-ack consumer, no ack sent"),
     "fetch_ack": (20_000, "JetStream fetch(100) + ack each, explicit-ack consumer"),
+    "consume": (20_000, "JetStream consume(cb, max_messages=500), the callback acking each"),
 }
+CONSUME_MAX = 500
+NO_PATH = {("consume", "nats-py")}  # nats-py 2.16 has no consume()
 
 
 # --- children: the code under valgrind ---------------------------------------------------
@@ -93,6 +96,24 @@ def ours(path: str, n: int, env: Dict[str, str]) -> None:
         nc.publish("icount.go", f"{n} {subject}".encode())
         if n and not done.wait(TIMEOUT):
             raise RuntimeError(f"{count[0]} of {n} messages")
+    elif path == "consume":
+        js = nc.jetstream(timeout=TIMEOUT)
+        consumer = js.consumer(env["STREAM"], env["DURABLE"])
+        done = threading.Event()
+        count = [0]
+
+        def on_msg(msg: Any) -> None:
+            msg.ack()
+            count[0] += 1
+            if count[0] == n:
+                done.set()
+
+        ctx = consumer.consume(on_msg, max_messages=CONSUME_MAX)
+        if n and not done.wait(TIMEOUT):
+            raise RuntimeError(f"{count[0]} of {n} messages")
+        nc.flush(TIMEOUT)
+        ctx.stop()
+        ctx.wait(TIMEOUT)
     else:  # fetch, fetch_ack
         ack = path == "fetch_ack"
         js = nc.jetstream(timeout=TIMEOUT)
@@ -242,6 +263,8 @@ def raw(path: str, n: int, env: Dict[str, str]) -> None:
         go = b"%d %s" % (n, subject)
         sock.sendall(b"PUB icount.go %d\r\n%s\r\n" % (len(go), go))
         c.read_msgs(n, None)
+    elif path == "consume":
+        raw_consume(c, env, n)
     else:
         ack = path == "fetch_ack"
         inbox = b"_INBOX.rawicount"
@@ -265,6 +288,39 @@ def raw(path: str, n: int, env: Dict[str, str]) -> None:
         sock.sendall(b"".join(acks) + b"PING\r\n")
         c.wait_pong()
     sock.close()
+
+
+def raw_consume(c: RawConn, env: Dict[str, str], n: int) -> None:
+    """consume()'s work by hand: pull CONSUME_MAX with an expiry and idle heartbeats; once
+    half has come, the acks so far and a pull for that half go out in one write."""
+    sock = c.sock
+    inbox = b"_INBOX.rawicount"
+    api = b"$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (env["STREAM"].encode(), env["DURABLE"].encode())
+    half = CONSUME_MAX // 2
+
+    def pull(want: int) -> bytes:
+        req = b'{"batch":%d,"expires":%d,"idle_heartbeat":%d}' % (
+            want,
+            int(TIMEOUT * 1e9),
+            int(TIMEOUT / 2 * 1e9),
+        )
+        return b"PUB %s %s %d\r\n%s\r\n" % (api, inbox, len(req), req)
+
+    sock.sendall(b"SUB %s 1\r\nPING\r\n" % inbox)
+    c.wait_pong()
+    sock.sendall(pull(CONSUME_MAX))
+    got = 0
+    acks: List[bytes] = []
+    while got < n:
+        replies: List[bytes] = []
+        c.read_msgs(min(half, n - got), replies)
+        got += len(replies)
+        acks = [b"PUB %s 4\r\n+ACK\r\n" % r for r in replies]
+        if got < n:
+            acks.append(pull(half))
+        sock.sendall(b"".join(acks))
+    sock.sendall(b"PING\r\n")
+    c.wait_pong()
 
 
 def child(path: str, lib: str, n: int) -> None:
@@ -350,7 +406,7 @@ class Driver:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
         subject = f"icount.s{self.k}"
         env["SUBJECT"] = subject
-        if path.startswith("fetch"):
+        if path.startswith("fetch") or path == "consume":
             nats = self.nats
             stream, durable = f"IC{self.k}", f"d{self.k}"
             self.js.add_stream(name=stream, subjects=[subject], storage=nats.StorageType.MEMORY)
@@ -371,10 +427,10 @@ class Driver:
         return env
 
     def done_with(self, path: str, env: Dict[str, str], n: int, lib: str) -> None:
-        if path.startswith("fetch"):
+        if path.startswith("fetch") or path == "consume":
             info = self.js.consumer_info(env["STREAM"], env["DURABLE"])
             if info.delivered.consumer_seq != n or (
-                path == "fetch_ack" and info.num_ack_pending and self._settle(env)
+                path != "fetch" and info.num_ack_pending and self._settle(env)
             ):
                 print(f"WARNING {path}/{lib}: consumer info {info}", file=sys.stderr)
             self.js.delete_stream(env["STREAM"])
@@ -481,6 +537,8 @@ def main() -> None:
         for path in args.paths:
             n = max(BATCH, int(PATHS[path][0] * args.scale) // BATCH * BATCH)
             for lib in args.libs:
+                if (path, lib) in NO_PATH:
+                    continue
                 per: List[float] = []
                 for run in range(args.runs):
                     counts = []

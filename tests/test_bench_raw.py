@@ -97,6 +97,33 @@ def test_fetch_loop_acks_every_message(js, conn, batch):
         js.delete_stream(name)
 
 
+@pytest.mark.parametrize("max_messages", [10, 64])
+def test_consume_loop_acks_every_message_and_pulls_again_at_half(js, conn, max_messages):
+    name = stream_name("RAWCONSUME")
+    subject = f"{name.lower()}.a"
+    js.add_stream(name=name, subjects=[subject], storage=nats.StorageType.MEMORY)
+    try:
+        for _ in range(300):
+            js.publish_async(subject, PAYLOAD)
+        js.publish_async_completed(timeout=10)
+        js.add_consumer(
+            name, durable_name="C", ack_policy=nats.AckPolicy.EXPLICIT, max_ack_pending=-1
+        )
+        received, acked, pulls, short = _raw.consume_loop(conn, name, "C", max_messages, 300)
+        assert (received, acked, short) == (300, 300, 0)
+        # The first pull, then one per half of max_messages taken (none after the last).
+        half = max_messages // 2
+        assert pulls == 1 + (300 - (max_messages - half) - 1) // half + 1
+        info = wait_until(
+            lambda: (i := js.consumer_info(name, "C")).num_ack_pending == 0 and i,
+            what="every ack",
+        )
+        assert info.delivered.consumer_seq == 300 and info.ack_floor.consumer_seq == 300
+        assert info.num_pending == 0 and info.num_redelivered == 0
+    finally:
+        js.delete_stream(name)
+
+
 def test_push_loop_reads_every_message_with_flow_control(js, conn):
     name = stream_name("RAWPUSH")
     subject = f"{name.lower()}.a"
