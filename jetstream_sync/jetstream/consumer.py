@@ -509,6 +509,7 @@ class _Pump:
         self._pending_msgs = 0
         self._pending_bytes = 0
         self._watch = HeartbeatWatch(heartbeat, alarm)
+        self._fresh = False  # something came since the watch last heard of it
         self._repull = False  # set on the network thread by a reconnect
         self._pull_at: Optional[float] = None  # a pull put off until then (after a refusal)
         self._returning = False  # stop() was called: messages go back to the server
@@ -697,43 +698,24 @@ class _Pump:
                 raise self.error
             if self._repull:
                 self._repull = False
+                self._fresh = False
                 self._watch.alive()
                 if self.chain_link:
                     raise ChainBroken("reconnected")
                 self._reset()
-            now = time.monotonic()
-            if self._pull_at is not None and now >= self._pull_at and not self.stopped:
-                self._pull()
-            wait = self._watch.due_in()
-            if end is not None:
-                wait = min(wait, max(0.0, end - now))
-            if self._pull_at is not None:
-                wait = min(wait, max(0.0, self._pull_at - now))
-            if self._check_at is not None:
-                wait = min(wait, max(0.0, self._check_at - now))
-            try:
-                msg = q.get(timeout=wait) if wait > 0 else q.get_nowait()
-            except queue.Empty:
-                if self.stopped:
-                    return None
-                now = time.monotonic()
-                if self._check_at is not None and now >= self._check_at:
-                    self._check_link(now, end)
-                if self._watch.missed():
-                    self._watch.alive()
-                    if self.chain_link:
-                        raise ChainBroken("missed heartbeats") from None
-                    self._report(
-                        errors.NoHeartbeatError(
-                            f"{self._c._where}: no message and no heartbeat for "
-                            f"{self._watch.limit} s; pulling again"
-                        )
-                    )
-                    self._check_consumer()
+            msg: Optional[Msg] = None
+            if self._pull_at is None and self._check_at is None:
+                # While messages flow one is waiting: take it without reading the clock.
+                try:
+                    msg = q.get_nowait()
+                except queue.Empty:
+                    pass
+            if msg is None:
+                msg = self._wait(q, end)
+                if msg is None:
+                    if self.stopped or (end is not None and time.monotonic() >= end):
+                        return None
                     continue
-                if end is not None and time.monotonic() >= end:
-                    return None
-                continue
             if msg is _STOP:
                 q.put(msg)  # stays for any later get()
                 return None
@@ -746,13 +728,16 @@ class _Pump:
                 )
             if msg is _WAKE:
                 continue
-            self._watch.alive()
+            # Something came: the heartbeat watch learns it when the queue next runs dry
+            # (_wait), not per message, so a flowing consumer reads no clock.
+            self._fresh = True
             if self._check_at is not None:  # not quiet yet: the check waits for a pause
                 self._check_at = time.monotonic() + self._check_after
             if self._returning:  # stopped: not for the user any more
                 self._give_back(msg)
                 continue
-            kind = classify(msg)
+            # classify() only for a message with a header block (a status may be one)
+            kind = None if raw_headers(msg) is None else classify(msg)
             if kind is None:
                 if msg.subject == self._inbox:
                     continue  # not a message: an empty reply on our inbox
@@ -766,8 +751,48 @@ class _Pump:
                     or (self._max_bytes and self._pending_bytes <= self._threshold_bytes)
                 ):
                     self._pull()
-                return self._c._prepare(msg)
+                if self._c._ack_none:
+                    set_ack_state(msg, ACK_NONE)  # ack calls on it do nothing (ADR-15)
+                return msg
             self._on_status(kind, msg)
+
+    def _wait(self, q: queue.SimpleQueue[Msg], end: Optional[float]) -> Optional[Msg]:
+        """The queue is empty: wait for the next item until the heartbeat watch, a put-off
+        pull, a link check or ``end`` is due, and do what is due. None: nothing came."""
+        if self._fresh:
+            self._fresh = False
+            self._watch.alive()
+        now = time.monotonic()
+        if self._pull_at is not None and now >= self._pull_at and not self.stopped:
+            self._pull()
+        wait = self._watch.due_in()
+        if end is not None:
+            wait = min(wait, max(0.0, end - now))
+        if self._pull_at is not None:
+            wait = min(wait, max(0.0, self._pull_at - now))
+        if self._check_at is not None:
+            wait = min(wait, max(0.0, self._check_at - now))
+        try:
+            return q.get(timeout=wait) if wait > 0 else q.get_nowait()
+        except queue.Empty:
+            pass
+        if self.stopped:
+            return None
+        now = time.monotonic()
+        if self._check_at is not None and now >= self._check_at:
+            self._check_link(now, end)
+        if self._watch.missed():
+            self._watch.alive()
+            if self.chain_link:
+                raise ChainBroken("missed heartbeats") from None
+            self._report(
+                errors.NoHeartbeatError(
+                    f"{self._c._where}: no message and no heartbeat for "
+                    f"{self._watch.limit} s; pulling again"
+                )
+            )
+            self._check_consumer()
+        return None
 
     def _observe_pin(self, msg: Msg) -> None:
         assert self._prio is not None

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from .. import errors
 from .._protocol import check_publish_subject
+from .._seam import raw_headers
 from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
@@ -388,7 +389,7 @@ class PullSubscription:
             if msg is _CLOSED:
                 q.put(msg)
                 break
-            if classify(msg) is None:
+            if raw_headers(msg) is None or classify(msg) is None:
                 msgs.append(msg if prio is None else self._seen(msg, prio))
         return msgs
 
@@ -516,7 +517,8 @@ class PullSubscription:
                     continue
                 if watch is not None:
                     watch.alive()
-                kind = classify(msg)
+                # classify() only for a message with a header block (statuses have one)
+                kind = None if raw_headers(msg) is None else classify(msg)
                 if kind is None:
                     msgs.append(msg if prio is None else self._seen(msg, prio))
                     continue
