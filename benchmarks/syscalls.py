@@ -1,0 +1,131 @@
+"""System calls per message on the JetStream rows, ours against the raw loop (issue 21).
+
+Usage::
+
+    python benchmarks/syscalls.py                      # every row, ours and raw
+    python benchmarks/syscalls.py --rows fetch100 consume --libs ours
+
+Each figure runs one benchmark child (``bench_*.py --child ... --runs 1``) under
+``strace -f -c`` against a server of this script's own (outside strace), once with N messages
+and once with N/10, and divides the difference of each system call's count by the difference
+of the messages: what one more message costs in writes, reads, waits and thread wake-ups
+(``futex``). The untimed warm-up and setup of each child are the same in both runs, so they
+cancel out. strace slows every system call, so only the counts mean anything here, not the
+time. See benchmarks/README.md, "System calls per message".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIBS = ("ours", "raw")
+
+# row -> (script, child arguments, N, what the row is)
+ROWS: Dict[str, Tuple[str, List[str], int, str]] = {
+    "publish": (
+        "bench_jetstream.py",
+        ["--child", "publish", "--storage", "memory"],
+        5_000,
+        "`js.publish`, each ack awaited, memory storage",
+    ),
+    "publish_async": (
+        "bench_jetstream.py",
+        ["--child", "publish_async", "--storage", "memory"],
+        50_000,
+        "`publish_async` (window 4000), memory storage",
+    ),
+    "fetch1": ("bench_pull.py", ["--child", "fetch", "--batch", "1"], 5_000, "`fetch(1)` + ack"),
+    "fetch100": (
+        "bench_pull.py",
+        ["--child", "fetch", "--batch", "100"],
+        20_000,
+        "`fetch(100)` + ack",
+    ),
+    "consume": (
+        "bench_pull.py",
+        ["--child", "consume", "--batch", "500"],
+        20_000,
+        "`consume(cb)` + ack",
+    ),
+    "push_cb": ("bench_push.py", ["--child", "callback"], 50_000, "push `cb=`, flow control"),
+    "push_next": (
+        "bench_push.py",
+        ["--child", "next_msg"],
+        50_000,
+        "push `next_msg`, flow control",
+    ),
+}
+GROUPS = {
+    "writes": ("sendto", "sendmsg", "write", "send"),
+    "reads": ("recvfrom", "recvmsg", "read", "recv"),
+    "waits": ("poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"),
+    "futex": ("futex",),
+}
+_LINE = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$")
+
+
+def counts(path: str) -> Dict[str, int]:
+    """Calls per system call from an ``strace -c`` summary."""
+    got: Dict[str, int] = {}
+    with open(path) as f:
+        for line in f:
+            m = _LINE.match(line)
+            if m and m.group(2) != "total":
+                got[m.group(2)] = got.get(m.group(2), 0) + int(m.group(1))
+    return got
+
+
+def traced(script: str, args: List[str], lib: str, n: int, url: str, out: str) -> Dict[str, int]:
+    cmd = ["strace", "-f", "-c", "-o", out, sys.executable, os.path.join(HERE, script)]
+    cmd += [*args, "--lib", lib, "--n", str(n), "--runs", "1", "--url", url]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=HERE)
+    if proc.returncode != 0 or "BENCH-RESULT" not in proc.stdout:
+        tail = "\n".join(proc.stderr.splitlines()[-20:])
+        raise RuntimeError(f"{script} {args} {lib} n={n} failed (rc {proc.returncode}):\n{tail}")
+    return counts(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
+    ap.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS))
+    args = ap.parse_args()
+    if shutil.which("strace") is None:
+        sys.exit("strace not found")
+    sys.path.insert(0, os.path.dirname(HERE))
+    from jetstream_sync.server import NATSServer
+
+    tmp = tempfile.mkdtemp(prefix="syscalls-")
+    table: List[str] = []
+    try:
+        with NATSServer(jetstream=True) as srv:
+            for row in args.rows:
+                script, child, n, what = ROWS[row]
+                small = n // 10
+                for lib in args.libs:
+                    big = traced(script, child, lib, n, srv.url, os.path.join(tmp, "a"))
+                    little = traced(script, child, lib, small, srv.url, os.path.join(tmp, "b"))
+                    per = {k: (v - little.get(k, 0)) / (n - small) for k, v in big.items()}
+                    cells = [
+                        f"{sum(per.get(c, 0.0) for c in calls):.3f}" for calls in GROUPS.values()
+                    ]
+                    cells.append(f"{sum(per.values()):.3f}")
+                    table.append(f"| {what} | {lib} | " + " | ".join(cells) + " |")
+                    print(table[-1], file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("| row | lib | " + " | ".join(GROUPS) + " | all |")
+    print("| --- | --- |" + " ---: |" * (len(GROUPS) + 1))
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()
