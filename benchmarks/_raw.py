@@ -491,6 +491,10 @@ def push_loop(
                         stalled = headers[at + 22 :].split(b"\r\n", 1)[0].strip()
                         sendall(b"PUB " + stalled + b" 0\r\n\r\n")
                         replies += 1
+                    elif time.perf_counter() > deadline:
+                        # Heartbeats keep the socket busy, so no read times out: without
+                        # this a delivery that stopped for good would never end the loop.
+                        break
                 continue
             received += 1
             if not received & 0xFFF and time.perf_counter() > deadline:
