@@ -495,15 +495,23 @@ class PullSubscription:
                 auto_unsub = hb is None
             q = self._q  # taken from only under self._lock: what is queued stays there
             while len(msgs) < batch:
-                if waiting and msgs:
-                    wait = 0.0  # return as soon as there is something: take what is here
-                elif not q.empty():
-                    wait = 0.0  # _get takes it without waiting: no clock read per message
+                if not q.empty():
+                    # The usual case while a batch streams in, taken here rather than in
+                    # _get: no call and no clock per message. (Nobody else takes from q.)
+                    msg = q.get_nowait()
+                    if msg is _CLOSED:
+                        q.put(msg)
+                        raise errors.ConnectionClosedError(
+                            f"fetch from {self._where}: the client closed"
+                        )
+                    self._bytes_out += len(msg.data)
+                elif waiting and msgs:
+                    msg = None  # return as soon as there is something: take what is here
                 else:
                     wait = deadline.remaining()
                     if watch is not None:
                         wait = min(wait, watch.due_in())
-                msg = self._get(wait)
+                    msg = self._get(wait)
                 if msg is None:
                     if (waiting and msgs) or deadline.expired:
                         break
