@@ -7,7 +7,9 @@
 * ``js`` — ``nc.jetstream()``.
 * ``stream`` — a fresh stream ``<PREFIX><n>`` on the subjects ``<prefix><n>.>``, deleted
   afterwards; PREFIX is the test module's ``STREAM_PREFIX`` (default ``S``), ``n`` unique in
-  the session (``stream_name(prefix)`` gives such names too).
+  the session (``stream_name(prefix)`` gives such names too). When the server refuses to
+  create it, the failure carries the server's own reason from its log and the free disk space
+  (``add_stream_explained``).
 * ``drop_inbound(nc, predicate)`` — fault injection: while the context is open, messages
   arriving at ``nc`` for which ``predicate(msg)`` is true are dropped, as if lost on the way
   (chosen messages, heartbeats, flow-control requests...).
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import shutil
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List
 
 import pytest
 
 from .client import Client, connect
-from .errors import StreamNotFoundError
+from .errors import JetStreamServerError, StreamNotFoundError
 from .msg import Msg
 from .server import NATSServer
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .jetstream.context import JetStream
 
 __all__ = [
+    "add_stream_explained",
     "drop_inbound",
     "js",
     "nats_server",
@@ -88,10 +92,26 @@ def js(nc: Client) -> JetStream:
     return nc.jetstream()
 
 
+def add_stream_explained(js: JetStream, name: str, server: Callable[[], NATSServer]) -> None:
+    """``js.add_stream(name, subjects=[<name>.>])``; when the server refuses, the failure says
+    why as the server's log does, with the free disk space under its store (the client hears
+    only "error creating store for stream" of a full disk, say)."""
+    try:
+        js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+    except JetStreamServerError as exc:
+        srv = server()
+        why = [line for line in srv.log_text().splitlines() if f"> {name}'" in line]
+        free = shutil.disk_usage(srv.store_dir).free // 2**20
+        raise RuntimeError(
+            f"the server could not create stream {name}: {exc}; {free} MiB free under "
+            f"{srv.store_dir}; its log says: {why[-3:] or 'nothing about it'}"
+        ) from exc
+
+
 @pytest.fixture
 def stream(js: JetStream, request: pytest.FixtureRequest) -> Iterator[str]:
     name = stream_name(getattr(request.module, "STREAM_PREFIX", "S"))
-    js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+    add_stream_explained(js, name, lambda: request.getfixturevalue("nats_server"))
     try:
         yield name
     finally:

@@ -202,6 +202,27 @@ def test_caller_store_dir_is_used_and_kept(tmp_path: Path) -> None:
     assert (store / "jetstream").is_dir()
 
 
+def test_stream_fixture_failure_says_what_the_server_logged() -> None:
+    # A stream dir the server cannot make (a file is in its place), as a full disk would:
+    # the client hears "error creating store for stream"; the failure must say the rest.
+    from jetstream_sync import connect
+    from jetstream_sync.testing import add_stream_explained
+
+    with NATSServer(jetstream=True) as s, connect(s.url) as nc:
+        js = nc.jetstream()
+        add_stream_explained(js, "FINE", lambda: s)
+        streams = Path(s.store_dir, "jetstream", "$G", "streams")
+        assert (streams / "FINE").is_dir()
+        (streams / "BLOCKED").write_text("not a directory")
+        with pytest.raises(RuntimeError) as info:
+            add_stream_explained(js, "BLOCKED", lambda: s)
+    text = str(info.value)
+    assert "could not create stream BLOCKED" in text
+    assert "error creating store for stream" in text  # what the client heard
+    assert "storage directory is not a directory" in text  # what only the log said
+    assert "MiB free under" in text
+
+
 def test_init_has_no_side_effects() -> None:
     s = NATSServer()
     assert not s.is_running
