@@ -216,6 +216,11 @@ class _ClientCore:
 raw_headers: Callable[[Msg], Optional[bytes]] = operator.attrgetter("_hdr")
 
 
+# The Msg slot set_ack_state writes: a per-message path may call the builtin
+# ``setattr(msg, ACK_STATE, state)`` instead, a C call and no Python frame.
+ACK_STATE = "_ack"
+
+
 def set_ack_state(msg: Msg, state: int) -> None:
     """Set the message's ack state (_jsack.ACK_OPEN / ACK_DONE / ACK_NONE): ACK_NONE on a
     consumer whose ack policy is none, so that ack calls on it do nothing."""

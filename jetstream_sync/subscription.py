@@ -141,7 +141,9 @@ class Subscription:
 
     def _take(self, timeout: Optional[float]) -> Msg:
         on_take = self._on_take
-        end = None if timeout is None or on_take is None else time.monotonic() + timeout
+        # When the take hook consumes a message, what is left of the timeout is waited for:
+        # the clock is read from the first wait on, not for every message taken at once.
+        end: Optional[float] = None
         q = self._q
         while True:
             try:
@@ -149,6 +151,8 @@ class Subscription:
             except queue.Empty:
                 if timeout == 0:
                     raise
+                if end is None and timeout is not None and on_take is not None:
+                    end = time.monotonic() + timeout
                 item = self._wait_item(timeout)
             if item is _END:
                 self._q.put(_END)
@@ -161,7 +165,9 @@ class Subscription:
                 self._done.set()
             if on_take is None or msg._hdr is None or not on_take(msg):
                 return msg
-            if end is not None:  # consumed by the take hook: wait for the next, in time left
+            if timeout is not None:  # consumed by the take hook: wait for the next, in time left
+                if end is None:  # nothing waited for yet: the call has only just begun
+                    end = time.monotonic() + timeout
                 timeout = max(0.0, end - time.monotonic())
 
     def _wait_item(self, timeout: Optional[float]) -> Any:

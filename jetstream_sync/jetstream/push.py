@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Union
 
 from .. import errors
 from .._protocol import check_publish_subject
-from .._seam import dispatcher, end_error, has_callback, raw_headers, set_ack_state
+from .._seam import ACK_STATE, dispatcher, end_error, has_callback, raw_headers
 from .._timeouts import check_timeout
 from ..msg import Msg
 from ..subscription import Subscription
@@ -103,6 +103,9 @@ class JetStreamSubscription:
             hook=self._on_arrival,
             on_take=self._on_take,
         )
+        # The subscription's own next_msg, bound here: the method below only passes the
+        # call on, and a call per message is worth saving.
+        self.next_msg = self._sub.next_msg  # type: ignore[method-assign]
         if self._heartbeat:
             self._core.call_later(self._heartbeat, self._watchdog)
 
@@ -121,7 +124,7 @@ class JetStreamSubscription:
         self._seen = True  # for the watchdog: a flag is cheaper than a clock per message
         if raw_headers(msg) is None or msg.status is None:
             if self._ack_none:
-                set_ack_state(msg, ACK_NONE)
+                setattr(msg, ACK_STATE, ACK_NONE)  # set_ack_state, as a C call: per message
             if self._check_gaps and msg.reply:
                 # Sequences are checked once per read, not per message: see _check_arrivals.
                 arrived = self._arrived
@@ -885,7 +888,7 @@ class OrderedPushSubscription(JetStreamSubscription):
                 self._break("a gap in the consumer sequence")
                 return True
             self._consumer_seq, self._stream_seq = seqs
-            set_ack_state(msg, ACK_NONE)
+            setattr(msg, ACK_STATE, ACK_NONE)  # set_ack_state, as a C call: per message
         elif msg.status == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
             stalled = msg.headers.get("Nats-Consumer-Stalled")
             if stalled:
