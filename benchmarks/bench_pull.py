@@ -46,6 +46,7 @@ from _harness import (
     of_limit,
     proc_cpu,
     run_interleaved,
+    syscall_mark,
 )
 from _harness import run_child as _run_child
 
@@ -117,12 +118,14 @@ class Clock:
     def __init__(self) -> None:
         self.server0 = _server_cpu()
         self.cpu0 = time.process_time()
+        syscall_mark("start")
         self.t0 = time.perf_counter()
         self.elapsed = self.cpu = 0.0
         self.server: Optional[float] = None
 
     def stop(self) -> None:
         self.elapsed = time.perf_counter() - self.t0
+        syscall_mark("stop")
         self.cpu = time.process_time() - self.cpu0
         server = _server_cpu()
         if server is not None and self.server0 is not None:

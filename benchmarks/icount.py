@@ -49,9 +49,11 @@ PATHS: Dict[str, Tuple[int, str]] = {
     "fetch": (20_000, "JetStream fetch(100), explicit-ack consumer, no ack sent"),
     "fetch_ack": (20_000, "JetStream fetch(100) + ack each, explicit-ack consumer"),
     "consume": (20_000, "JetStream consume(cb, max_messages=500), the callback acking each"),
+    "push": (50_000, "JetStream push consumer into `sub.next_msg()`, flow control, ack none"),
 }
 CONSUME_MAX = 500
 NO_PATH = {("consume", "nats-py")}  # nats-py 2.16 has no consume()
+JS_PATHS = ("fetch", "fetch_ack", "consume", "push")  # preloaded stream per run
 
 
 # --- children: the code under valgrind ---------------------------------------------------
@@ -96,6 +98,21 @@ def ours(path: str, n: int, env: Dict[str, str]) -> None:
         nc.publish("icount.go", f"{n} {subject}".encode())
         if n and not done.wait(TIMEOUT):
             raise RuntimeError(f"{count[0]} of {n} messages")
+    elif path == "push":
+        js = nc.jetstream(timeout=TIMEOUT)
+        jsub = js.subscribe(
+            env["SUBJECT"],
+            stream=env["STREAM"],
+            config=nats.ConsumerConfig(ack_policy=nats.AckPolicy.NONE),
+            idle_heartbeat=5.0,
+            flow_control=True,
+            pending_msgs_limit=n + 1024,
+            pending_bytes_limit=1 << 30,
+        )
+        take = jsub.next_msg
+        for _ in range(n):
+            take(TIMEOUT)
+        jsub.unsubscribe()
     elif path == "consume":
         js = nc.jetstream(timeout=TIMEOUT)
         consumer = js.consumer(env["STREAM"], env["DURABLE"])
@@ -164,6 +181,23 @@ def nats_py(path: str, n: int, env: Dict[str, str]) -> None:
                     await next_msg(TIMEOUT)
             elif n:
                 await asyncio.wait_for(done.wait(), TIMEOUT)
+        elif path == "push":
+            from nats.js.api import AckPolicy, ConsumerConfig
+
+            js = nc.jetstream(timeout=TIMEOUT)
+            sub = await js.subscribe(
+                env["SUBJECT"],
+                stream=env["STREAM"],
+                config=ConsumerConfig(ack_policy=AckPolicy.NONE),
+                idle_heartbeat=5.0,
+                flow_control=True,
+                pending_msgs_limit=n + 1024,
+                pending_bytes_limit=1 << 30,
+            )
+            next_msg = sub.next_msg
+            for _ in range(n):
+                await next_msg(TIMEOUT)
+            await sub.unsubscribe()
         else:
             ack = path == "fetch_ack"
             js = nc.jetstream(timeout=TIMEOUT)
@@ -265,6 +299,8 @@ def raw(path: str, n: int, env: Dict[str, str]) -> None:
         c.read_msgs(n, None)
     elif path == "consume":
         raw_consume(c, env, n)
+    elif path == "push":
+        raw_push(c, env, n)
     else:
         ack = path == "fetch_ack"
         inbox = b"_INBOX.rawicount"
@@ -321,6 +357,61 @@ def raw_consume(c: RawConn, env: Dict[str, str], n: int) -> None:
         sock.sendall(b"".join(acks))
     sock.sendall(b"PING\r\n")
     c.wait_pong()
+
+
+def raw_push(c: RawConn, env: Dict[str, str], n: int) -> None:
+    """A push consumer by hand: SUB a deliver subject, create the consumer (ack none, flow
+    control, idle heartbeat), read n messages answering flow control with an empty PUB."""
+    import json
+
+    sock = c.sock
+    deliver = b"_INBOX.rawicountpush"
+    config = {
+        "stream_name": env["STREAM"],
+        "config": {
+            "deliver_subject": deliver.decode(),
+            "deliver_policy": "all",
+            "ack_policy": "none",
+            "filter_subject": env["SUBJECT"],
+            "flow_control": True,
+            "idle_heartbeat": int(5e9),
+        },
+    }
+    body = json.dumps(config).encode()
+    api = b"$JS.API.CONSUMER.CREATE.%s" % env["STREAM"].encode()
+    sock.sendall(
+        b"SUB %s 1\r\nSUB _INBOX.rawicountapi 2\r\nPUB %s _INBOX.rawicountapi %d\r\n%s\r\n"
+        % (deliver, api, len(body), body)
+    )
+    buf, pos, got = c.buf, 0, 0
+    recv = sock.recv
+    while got < n:
+        i = buf.find(b"\r\n", pos)
+        if i >= 0:
+            line = buf[pos:i]
+            if line[:4] == b"MSG " or line[:5] == b"HMSG ":
+                parts = line.split(b" ")
+                end = i + 2 + int(parts[-1])
+                if end + 2 <= len(buf):
+                    if line[:5] == b"HMSG ":  # a status: flow control has a reply subject
+                        if len(parts) == 6 and buf[i + 2 : i + 14] == b"NATS/1.0 100":
+                            sock.sendall(b"PUB %s 0\r\n\r\n" % parts[3])
+                    elif parts[2] == b"1":  # on the deliver subscription (its own subject)
+                        data = buf[i + 2 : end]  # noqa: F841 (the payload, as a client hands it on)
+                        got += 1
+                    pos = end + 2
+                    continue
+            else:
+                if line == b"PING":
+                    sock.sendall(b"PONG\r\n")
+                pos = i + 2
+                continue
+        more = recv(65536)
+        if not more:
+            raise EOFError("server closed the connection")
+        buf = buf[pos:] + more
+        pos = 0
+    c.buf = buf[pos:]
 
 
 def child(path: str, lib: str, n: int) -> None:
@@ -406,13 +497,16 @@ class Driver:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
         subject = f"icount.s{self.k}"
         env["SUBJECT"] = subject
-        if path.startswith("fetch") or path == "consume":
+        if path in JS_PATHS:
             nats = self.nats
             stream, durable = f"IC{self.k}", f"d{self.k}"
             self.js.add_stream(name=stream, subjects=[subject], storage=nats.StorageType.MEMORY)
             for _ in range(n):
                 self.js.publish_async(subject, PAYLOAD)
             self.js.publish_async_completed(timeout=60)
+            if path == "push":  # the child makes its own push consumer
+                env.update(STREAM=stream, DURABLE="")
+                return env
             # explicit acks for both (ours refuses to pull from an ack-none consumer); the
             # no-ack run leaves them pending, with an ack wait far beyond the run
             self.js.add_consumer(
@@ -427,7 +521,9 @@ class Driver:
         return env
 
     def done_with(self, path: str, env: Dict[str, str], n: int, lib: str) -> None:
-        if path.startswith("fetch") or path == "consume":
+        if path == "push":
+            self.js.delete_stream(env["STREAM"])
+        elif path in JS_PATHS:
             info = self.js.consumer_info(env["STREAM"], env["DURABLE"])
             if info.delivered.consumer_seq != n or (
                 path != "fetch" and info.num_ack_pending and self._settle(env)

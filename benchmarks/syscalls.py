@@ -6,12 +6,13 @@ Usage::
     python benchmarks/syscalls.py --rows fetch100 consume --libs ours
 
 Each figure runs one benchmark child (``bench_*.py --child ... --runs 1``) under
-``strace -f -c`` against a server of this script's own (outside strace), once with N messages
-and once with N/10, and divides the difference of each system call's count by the difference
-of the messages: what one more message costs in writes, reads, waits and thread wake-ups
-(``futex``). The untimed warm-up and setup of each child are the same in both runs, so they
-cancel out. strace slows every system call, so only the counts mean anything here, not the
-time. See benchmarks/README.md, "System calls per message".
+``strace -f`` against a server of this script's own (outside strace) and counts the system
+calls of every thread of the child between the marks its clock leaves when it starts and
+stops (``JSS_SYSCALL_MARKS=1``: a stat of a path that does not exist), divided by the
+messages: what one message costs in writes, reads, waits and thread wake-ups (``futex``)
+while the clock runs. Setup, preloading and checks are outside the marks. strace slows every
+system call, so only the counts mean anything here, not the time. See benchmarks/README.md,
+"System calls per message".
 """
 
 from __future__ import annotations
@@ -69,24 +70,33 @@ GROUPS = {
     "waits": ("poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"),
     "futex": ("futex",),
 }
-_LINE = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$")
+_CALL = re.compile(r"^\d+\s+([a-z_0-9]+)\(")
+MARK = "/.jss-syscall-mark-"
 
 
 def counts(path: str) -> Dict[str, int]:
-    """Calls per system call from an ``strace -c`` summary."""
+    """Calls per system call between the last start mark and the stop mark after it."""
     got: Dict[str, int] = {}
+    inside = False
     with open(path) as f:
         for line in f:
-            m = _LINE.match(line)
-            if m and m.group(2) != "total":
-                got[m.group(2)] = got.get(m.group(2), 0) + int(m.group(1))
+            if MARK + "start" in line:
+                got, inside = {}, True  # the last start wins: the warm-up run has marks too
+                continue
+            if MARK + "stop" in line:
+                inside = False
+                continue
+            m = _CALL.match(line) if inside else None
+            if m:  # "<... x resumed>" lines are the second half of a call already counted
+                got[m.group(1)] = got.get(m.group(1), 0) + 1
     return got
 
 
 def traced(script: str, args: List[str], lib: str, n: int, url: str, out: str) -> Dict[str, int]:
-    cmd = ["strace", "-f", "-c", "-o", out, sys.executable, os.path.join(HERE, script)]
+    cmd = ["strace", "-f", "-o", out, sys.executable, os.path.join(HERE, script)]
     cmd += [*args, "--lib", lib, "--n", str(n), "--runs", "1", "--url", url]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=HERE)
+    env = dict(os.environ, JSS_SYSCALL_MARKS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=HERE, env=env)
     if proc.returncode != 0 or "BENCH-RESULT" not in proc.stdout:
         tail = "\n".join(proc.stderr.splitlines()[-20:])
         raise RuntimeError(f"{script} {args} {lib} n={n} failed (rc {proc.returncode}):\n{tail}")
@@ -109,21 +119,24 @@ def main() -> None:
         with NATSServer(jetstream=True) as srv:
             for row in args.rows:
                 script, child, n, what = ROWS[row]
-                small = n // 10
                 for lib in args.libs:
-                    big = traced(script, child, lib, n, srv.url, os.path.join(tmp, "a"))
-                    little = traced(script, child, lib, small, srv.url, os.path.join(tmp, "b"))
-                    per = {k: (v - little.get(k, 0)) / (n - small) for k, v in big.items()}
+                    got = traced(script, child, lib, n, srv.url, os.path.join(tmp, "trace"))
+                    per = {k: v / n for k, v in got.items()}
                     cells = [
                         f"{sum(per.get(c, 0.0) for c in calls):.3f}" for calls in GROUPS.values()
                     ]
                     cells.append(f"{sum(per.values()):.3f}")
+                    grouped = {c for calls in GROUPS.values() for c in calls}
+                    rest = sorted(
+                        ((v, k) for k, v in per.items() if k not in grouped), reverse=True
+                    )
+                    cells.append(", ".join(f"{k} {v:.3f}" for v, k in rest[:3] if v >= 0.001))
                     table.append(f"| {what} | {lib} | " + " | ".join(cells) + " |")
                     print(table[-1], file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("| row | lib | " + " | ".join(GROUPS) + " | all |")
-    print("| --- | --- |" + " ---: |" * (len(GROUPS) + 1))
+    print("| row | lib | " + " | ".join(GROUPS) + " | all | most of the rest |")
+    print("| --- | --- |" + " ---: |" * (len(GROUPS) + 1) + " --- |")
     print("\n".join(table))
 
 
