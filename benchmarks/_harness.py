@@ -28,13 +28,56 @@ SYSCALL_MARKS = os.environ.get("JSS_SYSCALL_MARKS") == "1"
 SYSCALL_MARK = "/.jss-syscall-mark-"
 
 
+# ...and, run without strace, takes each thread's context switches at the same marks
+# (JSS_SWITCHES=<file>: one JSON line per timed run): a thread that blocks and is woken
+# counts one voluntary switch, so these count thread wake-ups at full speed.
+SWITCHES_FILE = os.environ.get("JSS_SWITCHES")
+_switches_at_start: Dict[str, Tuple[int, int]] = {}
+
+
+def _switches() -> Dict[str, Tuple[int, int]]:
+    """(voluntary, involuntary) context switches of each thread of this process, by name."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    got: Dict[str, Tuple[int, int]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        name = names.get(int(tid), f"thread {tid}")
+        got[name] = (
+            int(fields["voluntary_ctxt_switches"]),
+            int(fields["nonvoluntary_ctxt_switches"]),
+        )
+    return got
+
+
 def syscall_mark(what: str) -> None:
-    """Leave a mark in an strace of this process (``start`` / ``stop`` of the clock)."""
+    """Leave a mark in an strace of this process (``start`` / ``stop`` of the clock); with
+    JSS_SWITCHES set, note the context switches of every thread between the two."""
     if SYSCALL_MARKS:
         try:
             os.stat(SYSCALL_MARK + what)
         except OSError:
             pass
+    if SWITCHES_FILE:
+        if what == "start":
+            _switches_at_start.clear()
+            _switches_at_start.update(_switches())
+        else:
+            now = _switches()
+            diff = {
+                name: [
+                    v - _switches_at_start.get(name, (0, 0))[0],
+                    nv - _switches_at_start.get(name, (0, 0))[1],
+                ]
+                for name, (v, nv) in now.items()
+            }
+            with open(SWITCHES_FILE, "a") as f:
+                f.write(json.dumps(diff) + "\n")
 
 
 def emit(result: Dict[str, Any]) -> None:

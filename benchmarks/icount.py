@@ -50,10 +50,16 @@ PATHS: Dict[str, Tuple[int, str]] = {
     "fetch_ack": (20_000, "JetStream fetch(100) + ack each, explicit-ack consumer"),
     "consume": (20_000, "JetStream consume(cb, max_messages=500), the callback acking each"),
     "push": (50_000, "JetStream push consumer into `sub.next_msg()`, flow control, ack none"),
+    "request": (5_000, "core request/reply, 128 B, one at a time (the responder is outside)"),
+    "js_publish": (5_000, "`js.publish`, each PubAck awaited, memory storage"),
+    "publish_async": (20_000, "`publish_async` (window 4000) then publish_async_completed"),
+    "fetch1": (5_000, "JetStream fetch(1) + ack, explicit-ack consumer"),
 }
 CONSUME_MAX = 500
 NO_PATH = {("consume", "nats-py")}  # nats-py 2.16 has no consume()
-JS_PATHS = ("fetch", "fetch_ack", "consume", "push")  # preloaded stream per run
+JS_PATHS = ("fetch", "fetch_ack", "consume", "push", "fetch1")  # preloaded stream per run
+PUBLISH_PATHS = ("js_publish", "publish_async")  # an empty stream per run
+WINDOW = 4_000  # publish_async: acks outstanding at most, all three (bench_jetstream's)
 
 
 # --- children: the code under valgrind ---------------------------------------------------
@@ -113,6 +119,21 @@ def ours(path: str, n: int, env: Dict[str, str]) -> None:
         for _ in range(n):
             take(TIMEOUT)
         jsub.unsubscribe()
+    elif path == "request":
+        request = nc.request
+        for _ in range(n):
+            request("icount.req", PAYLOAD, timeout=TIMEOUT)
+    elif path == "js_publish":
+        js = nc.jetstream(timeout=TIMEOUT)
+        subject, publish = env["SUBJECT"], js.publish
+        for _ in range(n):
+            publish(subject, PAYLOAD)
+    elif path == "publish_async":
+        js = nc.jetstream(timeout=TIMEOUT, publish_async_max_pending=WINDOW)
+        subject, publish_async = env["SUBJECT"], js.publish_async
+        for _ in range(n):
+            publish_async(subject, PAYLOAD)
+        js.publish_async_completed(timeout=TIMEOUT)
     elif path == "consume":
         js = nc.jetstream(timeout=TIMEOUT)
         consumer = js.consumer(env["STREAM"], env["DURABLE"])
@@ -131,14 +152,15 @@ def ours(path: str, n: int, env: Dict[str, str]) -> None:
         nc.flush(TIMEOUT)
         ctx.stop()
         ctx.wait(TIMEOUT)
-    else:  # fetch, fetch_ack
-        ack = path == "fetch_ack"
+    else:  # fetch, fetch_ack, fetch1
+        ack = path != "fetch"
+        batch = 1 if path == "fetch1" else BATCH
         js = nc.jetstream(timeout=TIMEOUT)
         psub = js.pull_subscribe(env["SUBJECT"], durable=env["DURABLE"], stream=env["STREAM"])
         fetch = psub.fetch
         got = 0
         while got < n:
-            msgs = fetch(BATCH, timeout=TIMEOUT)
+            msgs = fetch(batch, timeout=TIMEOUT)
             if ack:
                 for m in msgs:
                     m.ack()
@@ -198,8 +220,24 @@ def nats_py(path: str, n: int, env: Dict[str, str]) -> None:
             for _ in range(n):
                 await next_msg(TIMEOUT)
             await sub.unsubscribe()
+        elif path == "request":
+            request = nc.request
+            for _ in range(n):
+                await request("icount.req", PAYLOAD, timeout=TIMEOUT)
+        elif path == "js_publish":
+            js = nc.jetstream(timeout=TIMEOUT)
+            subject, publish = env["SUBJECT"], js.publish
+            for _ in range(n):
+                await publish(subject, PAYLOAD)
+        elif path == "publish_async":
+            js = nc.jetstream(timeout=TIMEOUT, publish_async_max_pending=WINDOW)
+            subject, publish_async = env["SUBJECT"], js.publish_async
+            for _ in range(n):
+                await publish_async(subject, PAYLOAD)
+            await asyncio.wait_for(js.publish_async_completed(), TIMEOUT)
         else:
-            ack = path == "fetch_ack"
+            ack = path != "fetch"
+            batch = 1 if path == "fetch1" else BATCH
             js = nc.jetstream(timeout=TIMEOUT)
             psub = await js.pull_subscribe(
                 env["SUBJECT"], durable=env["DURABLE"], stream=env["STREAM"]
@@ -207,7 +245,7 @@ def nats_py(path: str, n: int, env: Dict[str, str]) -> None:
             fetch = psub.fetch
             got = 0
             while got < n:
-                msgs = await fetch(BATCH, timeout=TIMEOUT)
+                msgs = await fetch(batch, timeout=TIMEOUT)
                 if ack:
                     for m in msgs:
                         await m.ack()
@@ -271,7 +309,28 @@ class RawConn:
         self.buf = buf[pos:]
 
 
+def raw_shared(path: str, n: int, env: Dict[str, str]) -> None:
+    """The paths whose raw loop is the wall-clock benchmarks' own (benchmarks/_raw.py)."""
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    import _raw
+
+    with _raw.RawConn(env["NATS_URL"], timeout=TIMEOUT) as conn:
+        if path == "request":
+            _raw.request_loop(conn, "icount.req", PAYLOAD, n)
+        elif path == "js_publish":
+            acked, _ = _raw.js_publish(conn, env["SUBJECT"], PAYLOAD, n)
+        elif path == "publish_async":
+            acked, _ = _raw.js_publish_pipelined(conn, env["SUBJECT"], PAYLOAD, n, WINDOW)
+        else:  # fetch1
+            _raw.fetch_loop(conn, env["STREAM"], env["DURABLE"], 1, n, expires=TIMEOUT)
+        if path in PUBLISH_PATHS and acked != n:
+            raise RuntimeError(f"{acked} of {n} publishes acked")
+
+
 def raw(path: str, n: int, env: Dict[str, str]) -> None:
+    if path in ("request", "fetch1", *PUBLISH_PATHS):
+        raw_shared(path, n, env)
+        return
     c = RawConn(env["NATS_URL"])
     sock = c.sock
     if path == "publish":
@@ -482,6 +541,8 @@ class Driver:
         self.js = self.nc.jetstream(timeout=60)
         self.k = 0
         self.nc.subscribe("icount.go", cb=self._flood)
+        # the request path's responder: the echo, on a connection of its own
+        self.nc.subscribe("icount.req", cb=lambda msg: self.pub_nc.publish(msg.reply, msg.data))
         self.nc.flush(10)
 
     def _flood(self, msg: Any) -> None:
@@ -497,7 +558,13 @@ class Driver:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
         subject = f"icount.s{self.k}"
         env["SUBJECT"] = subject
-        if path in JS_PATHS:
+        if path in PUBLISH_PATHS:
+            stream = f"IC{self.k}"
+            self.js.add_stream(
+                name=stream, subjects=[subject], storage=self.nats.StorageType.MEMORY
+            )
+            env["STREAM"] = stream
+        elif path in JS_PATHS:
             nats = self.nats
             stream, durable = f"IC{self.k}", f"d{self.k}"
             self.js.add_stream(name=stream, subjects=[subject], storage=nats.StorageType.MEMORY)
@@ -521,7 +588,12 @@ class Driver:
         return env
 
     def done_with(self, path: str, env: Dict[str, str], n: int, lib: str) -> None:
-        if path == "push":
+        if path in PUBLISH_PATHS:
+            stored = self.js.stream_info(env["STREAM"]).state.messages
+            if stored != n:
+                print(f"WARNING {path}/{lib}: {stored} of {n} stored", file=sys.stderr)
+            self.js.delete_stream(env["STREAM"])
+        elif path == "push":
             self.js.delete_stream(env["STREAM"])
         elif path in JS_PATHS:
             info = self.js.consumer_info(env["STREAM"], env["DURABLE"])

@@ -11,13 +11,17 @@ calls of every thread of the child between the marks its clock leaves when it st
 stops (``JSS_SYSCALL_MARKS=1``: a stat of a path that does not exist), divided by the
 messages: what one message costs in writes, reads, waits and thread wake-ups (``futex``)
 while the clock runs. Setup, preloading and checks are outside the marks. strace slows every
-system call, so only the counts mean anything here, not the time. See benchmarks/README.md,
-"System calls per message".
+system call, so only the counts mean anything here, not the time; and it slows the client
+~10x, so what is timed (the acks' 2 ms linger) happens more often per message under it. So
+each child also runs once at full speed, untraced, with ``JSS_SWITCHES``: each thread's
+voluntary context switches between the same marks, i.e. how often it blocked and was woken
+(the "woken" column). See benchmarks/README.md, "System calls per message".
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -103,6 +107,23 @@ def traced(script: str, args: List[str], lib: str, n: int, url: str, out: str) -
     return counts(out)
 
 
+def woken(script: str, args: List[str], lib: str, n: int, url: str, out: str) -> Dict[str, float]:
+    """Voluntary context switches per message of each thread, run at full speed (no strace):
+    each is a thread that blocked and was woken."""
+    cmd = [sys.executable, os.path.join(HERE, script), *args, "--lib", lib, "--n", str(n)]
+    cmd += ["--runs", "1", "--url", url]
+    if os.path.exists(out):
+        os.remove(out)
+    env = dict(os.environ, JSS_SWITCHES=out)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=HERE, env=env)
+    if proc.returncode != 0 or "BENCH-RESULT" not in proc.stdout:
+        tail = "\n".join(proc.stderr.splitlines()[-20:])
+        raise RuntimeError(f"{script} {args} {lib} n={n} failed (rc {proc.returncode}):\n{tail}")
+    with open(out) as f:
+        last = json.loads(f.read().splitlines()[-1])  # the timed run (warm-up runs come first)
+    return {name: vn[0] / n for name, vn in last.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
@@ -131,12 +152,17 @@ def main() -> None:
                         ((v, k) for k, v in per.items() if k not in grouped), reverse=True
                     )
                     cells.append(", ".join(f"{k} {v:.3f}" for v, k in rest[:3] if v >= 0.001))
+                    wake = woken(script, child, lib, n, srv.url, os.path.join(tmp, "switches"))
+                    cells.append(f"{sum(wake.values()):.3f}")
+                    busiest = sorted(((v, k) for k, v in wake.items()), reverse=True)
+                    cells.append(", ".join(f"{k} {v:.3f}" for v, k in busiest[:3] if v >= 0.001))
                     table.append(f"| {what} | {lib} | " + " | ".join(cells) + " |")
                     print(table[-1], file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("| row | lib | " + " | ".join(GROUPS) + " | all | most of the rest |")
-    print("| --- | --- |" + " ---: |" * (len(GROUPS) + 1) + " --- |")
+    head = " | all | most of the rest | woken (full speed) | which threads |"
+    print("| row | lib | " + " | ".join(GROUPS) + head)
+    print("| --- | --- |" + " ---: |" * (len(GROUPS) + 1) + " --- | ---: | --- |")
     print("\n".join(table))
 
 
