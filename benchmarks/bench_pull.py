@@ -305,16 +305,26 @@ def _run_ours(nc: Any, js: Any, url: str, batch: int, n: int, run: int) -> Run:
     return bench_run(n, batch, counts, state, clock)
 
 
-def fetch_ours(url: str, batch: int, n: int, runs: int) -> List[Run]:
+def _warm_then_runs(
+    url: str, batch: int, n: int, runs: int, one: Callable[[Any, Any, int, int], Run]
+) -> List[Run]:
+    """``one(nc, js, n, run)`` once untimed at the warm-up size (run -1), then ``runs`` times
+    at N, on one jetstream_sync connection for the setup and checks."""
     import jetstream_sync as nats
 
     nc = nats.connect(url)
     try:
         js = nc.jetstream(timeout=API_TIMEOUT)
-        _run_ours(nc, js, url, batch, warmup_size(batch), -1)
-        return [_run_ours(nc, js, url, batch, n, i) for i in range(runs)]
+        one(nc, js, warmup_size(batch), -1)
+        return [one(nc, js, n, i) for i in range(runs)]
     finally:
         nc.close()
+
+
+def fetch_ours(url: str, batch: int, n: int, runs: int) -> List[Run]:
+    return _warm_then_runs(
+        url, batch, n, runs, lambda nc, js, k, run: _run_ours(nc, js, url, batch, k, run)
+    )
 
 
 def _run_consume_ours(nc: Any, js: Any, url: str, batch: int, n: int, run: int) -> Run:
@@ -362,15 +372,9 @@ def _run_consume_ours(nc: Any, js: Any, url: str, batch: int, n: int, run: int) 
 
 
 def consume_ours(url: str, batch: int, n: int, runs: int) -> List[Run]:
-    import jetstream_sync as nats
-
-    nc = nats.connect(url)
-    try:
-        js = nc.jetstream(timeout=API_TIMEOUT)
-        _run_consume_ours(nc, js, url, batch, warmup_size(batch), -1)
-        return [_run_consume_ours(nc, js, url, batch, n, i) for i in range(runs)]
-    finally:
-        nc.close()
+    return _warm_then_runs(
+        url, batch, n, runs, lambda nc, js, k, run: _run_consume_ours(nc, js, url, batch, k, run)
+    )
 
 
 # --- nats-py ------------------------------------------------------------------------------
@@ -478,22 +482,27 @@ def fetch_natspy(url: str, batch: int, n: int, runs: int) -> List[Run]:
 # --- the raw limit: the same work on a bare socket (benchmarks/_raw.py) ---------------------
 
 
-def _run_raw(js: Any, url: str, batch: int, n: int, run: int) -> Run:
+def _run_raw(js: Any, url: str, loop: str, batch: int, n: int, run: int) -> Run:
     """Preloaded and checked like the others (jetstream_sync, untimed); the pulls and the
-    acks on a raw socket, its inbox subscribed before the clock starts (as pull_subscribe)."""
+    acks on a raw socket, its inbox subscribed before the clock starts (as pull_subscribe).
+    ``loop``: "fetch" (fetch(batch) + acks) or "consume" (pull ``batch`` with an expiry and
+    idle heartbeats, take each message inline, pull again at half with the acks)."""
     import _raw
 
-    stream, _subject, durable = names("raw", batch, run)
+    stream, _subject, durable = names("raw" if loop == "fetch" else "raw_consume", batch, run)
     preload(url, stream, _subject, durable, n)
     try:
         with _raw.RawConn(url, timeout=FETCH_TIMEOUT) as conn:
             conn.sub_once(_raw.PULL_INBOX)
             counts = Counts()
             clock = Clock()
+            deadline = clock.t0 + RUN_DEADLINE
             try:
-                received, acked, pulls, short = _raw.fetch_loop(
-                    conn, stream, durable, batch, n, FETCH_TIMEOUT, clock.t0 + RUN_DEADLINE
-                )
+                if loop == "fetch":
+                    got = _raw.fetch_loop(conn, stream, durable, batch, n, FETCH_TIMEOUT, deadline)
+                else:
+                    got = _raw.consume_loop(conn, stream, durable, batch, n, deadline)
+                received, acked, pulls, short = got
                 counts = Counts(received, acked, pulls, short, 0, "")
             except (OSError, _raw.RawError) as exc:
                 counts.errors, counts.first_error = 1, _describe(exc)
@@ -506,54 +515,15 @@ def _run_raw(js: Any, url: str, batch: int, n: int, run: int) -> Run:
 
 
 def fetch_raw(url: str, batch: int, n: int, runs: int) -> List[Run]:
-    import jetstream_sync as nats
-
-    nc = nats.connect(url)
-    try:
-        js = nc.jetstream(timeout=API_TIMEOUT)
-        _run_raw(js, url, batch, warmup_size(batch), -1)
-        return [_run_raw(js, url, batch, n, i) for i in range(runs)]
-    finally:
-        nc.close()
-
-
-def _run_consume_raw(js: Any, url: str, batch: int, n: int, run: int) -> Run:
-    """consume()'s work on a raw socket: pull ``batch`` with an expiry and idle heartbeats,
-    take each message inline, pull again at half (with the acks), flush at the end."""
-    import _raw
-
-    stream, _subject, durable = names("raw_consume", batch, run)
-    preload(url, stream, _subject, durable, n)
-    try:
-        with _raw.RawConn(url, timeout=FETCH_TIMEOUT) as conn:
-            conn.sub_once(_raw.PULL_INBOX)
-            counts = Counts()
-            clock = Clock()
-            try:
-                received, acked, pulls, short = _raw.consume_loop(
-                    conn, stream, durable, batch, n, clock.t0 + RUN_DEADLINE
-                )
-                counts = Counts(received, acked, pulls, short, 0, "")
-            except (OSError, _raw.RawError) as exc:
-                counts.errors, counts.first_error = 1, _describe(exc)
-            clock.stop()
-        _past_deadline(clock, counts)
-        state = _settle_ours(js, stream, durable)
-    finally:
-        js.delete_stream(stream)
-    return bench_run(n, batch, counts, state, clock)
+    return _warm_then_runs(
+        url, batch, n, runs, lambda nc, js, k, run: _run_raw(js, url, "fetch", batch, k, run)
+    )
 
 
 def consume_raw(url: str, batch: int, n: int, runs: int) -> List[Run]:
-    import jetstream_sync as nats
-
-    nc = nats.connect(url)
-    try:
-        js = nc.jetstream(timeout=API_TIMEOUT)
-        _run_consume_raw(js, url, batch, warmup_size(batch), -1)
-        return [_run_consume_raw(js, url, batch, n, i) for i in range(runs)]
-    finally:
-        nc.close()
+    return _warm_then_runs(
+        url, batch, n, runs, lambda nc, js, k, run: _run_raw(js, url, "consume", batch, k, run)
+    )
 
 
 BENCHES: Dict[Tuple[str, str], BenchFn] = {

@@ -6,6 +6,7 @@ what arrived, was acked or was stored. Nothing here measures or asserts a speed.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import _raw
 
 PAYLOAD = b"x" * 128
+
+
+@contextlib.contextmanager
+def preloaded(js, prefix, count, consumer=None):
+    """A memory stream ``<prefix><n>`` holding ``count`` messages on ``<prefix><n>.a``, with
+    an explicit-ack durable ``consumer`` if named; deleted afterwards. Yields (name, subject)."""
+    name = stream_name(prefix)
+    subject = f"{name.lower()}.a"
+    js.add_stream(name=name, subjects=[subject], storage=nats.StorageType.MEMORY)
+    try:
+        for _ in range(count):
+            js.publish_async(subject, PAYLOAD)
+        js.publish_async_completed(timeout=10)
+        if consumer:
+            js.add_consumer(
+                name, durable_name=consumer, ack_policy=nats.AckPolicy.EXPLICIT, max_ack_pending=-1
+            )
+        yield name, subject
+    finally:
+        js.delete_stream(name)
+
+
+def all_acked(js, name, consumer, count):
+    """Every one of ``count`` messages delivered once and acked (the acks settle server-side)."""
+    info = wait_until(
+        lambda: (i := js.consumer_info(name, consumer)).num_ack_pending == 0 and i,
+        what="every ack",
+    )
+    assert info.delivered.consumer_seq == count and info.ack_floor.consumer_seq == count
+    assert info.num_pending == 0 and info.num_redelivered == 0
 
 
 @pytest.fixture
@@ -74,68 +105,28 @@ def test_js_publish_both_ways_stores_every_message(js, conn):
 
 @pytest.mark.parametrize("batch", [1, 7, 100])
 def test_fetch_loop_acks_every_message(js, conn, batch):
-    name = stream_name("RAWPULL")
-    subject = f"{name.lower()}.a"
-    js.add_stream(name=name, subjects=[subject], storage=nats.StorageType.MEMORY)
-    try:
-        for _ in range(200):
-            js.publish_async(subject, PAYLOAD)
-        js.publish_async_completed(timeout=10)
-        js.add_consumer(
-            name, durable_name="C", ack_policy=nats.AckPolicy.EXPLICIT, max_ack_pending=-1
-        )
+    with preloaded(js, "RAWPULL", 200, consumer="C") as (name, _subject):
         received, acked, pulls, short = _raw.fetch_loop(conn, name, "C", batch, 200, 2.0)
         assert (received, acked, short) == (200, 200, 0)
         assert pulls == -(-200 // batch)
-        info = wait_until(
-            lambda: (i := js.consumer_info(name, "C")).num_ack_pending == 0 and i,
-            what="every ack",
-        )
-        assert info.delivered.consumer_seq == 200 and info.ack_floor.consumer_seq == 200
-        assert info.num_pending == 0 and info.num_redelivered == 0
-    finally:
-        js.delete_stream(name)
+        all_acked(js, name, "C", 200)
 
 
 @pytest.mark.parametrize("max_messages", [10, 64])
 def test_consume_loop_acks_every_message_and_pulls_again_at_half(js, conn, max_messages):
-    name = stream_name("RAWCONSUME")
-    subject = f"{name.lower()}.a"
-    js.add_stream(name=name, subjects=[subject], storage=nats.StorageType.MEMORY)
-    try:
-        for _ in range(300):
-            js.publish_async(subject, PAYLOAD)
-        js.publish_async_completed(timeout=10)
-        js.add_consumer(
-            name, durable_name="C", ack_policy=nats.AckPolicy.EXPLICIT, max_ack_pending=-1
-        )
+    with preloaded(js, "RAWCONSUME", 300, consumer="C") as (name, _subject):
         received, acked, pulls, short = _raw.consume_loop(conn, name, "C", max_messages, 300)
         assert (received, acked, short) == (300, 300, 0)
         # The first pull, then one per half of max_messages taken (none after the last).
         half = max_messages // 2
         assert pulls == 1 + (300 - (max_messages - half) - 1) // half + 1
-        info = wait_until(
-            lambda: (i := js.consumer_info(name, "C")).num_ack_pending == 0 and i,
-            what="every ack",
-        )
-        assert info.delivered.consumer_seq == 300 and info.ack_floor.consumer_seq == 300
-        assert info.num_pending == 0 and info.num_redelivered == 0
-    finally:
-        js.delete_stream(name)
+        all_acked(js, name, "C", 300)
 
 
 def test_push_loop_reads_every_message_with_flow_control(js, conn):
-    name = stream_name("RAWPUSH")
-    subject = f"{name.lower()}.a"
-    js.add_stream(name=name, subjects=[subject], storage=nats.StorageType.MEMORY)
-    try:
-        for _ in range(3_000):
-            js.publish_async(subject, PAYLOAD)
-        js.publish_async_completed(timeout=10)
+    with preloaded(js, "RAWPUSH", 3_000) as (name, subject):
         found, consumer, received, _replies = _raw.push_loop(conn, subject, 3_000, 1.0)
         assert (found, received) == (name, 3_000)
         info = js.consumer_info(name, consumer)
         assert info.delivered.consumer_seq == 3_000 and info.num_pending == 0
         assert _raw.drain_extra(conn, 0.05) == 0
-    finally:
-        js.delete_stream(name)
