@@ -158,14 +158,24 @@ class RawConn:
             seen.append(msg)
 
     def request(self, subject: str, body: bytes, inbox: str = "_INBOX.raw.api") -> bytes:
-        """One request/reply on a reply subject of its own (the API calls around a loop)."""
+        """One request/reply on a reply subject of its own (the API calls around a loop).
+
+        Frames that arrive before the reply stay queued for :meth:`read`: the server may
+        deliver a new push consumer's first messages before its create reply (the two go out
+        on different internal queues), and dropping them would lose messages."""
         sid = self.sub(inbox)
         self.sock.sendall(f"PUB {subject} {inbox} {len(body)}\r\n".encode() + body + b"\r\n")
+        reply_subject = inbox.encode()
+        held: List[Optional[Msg]] = []
         while True:
             msg = self.read()
-            if msg is not None and msg[0] == inbox.encode():
+            if msg is not None and msg[0] == reply_subject:
                 self.sock.sendall(f"UNSUB {sid}\r\n".encode())
+                if held:
+                    self.events = held + self.events[self.next :]
+                    self.next = 0
                 return msg[3]
+            held.append(msg)
 
 
 def pub_frame(subject: str, payload: bytes, reply: str = "") -> bytes:

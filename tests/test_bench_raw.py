@@ -123,9 +123,27 @@ def test_consume_loop_acks_every_message_and_pulls_again_at_half(js, conn, max_m
         all_acked(js, name, "C", 300)
 
 
+def test_request_keeps_the_frames_that_arrive_before_its_reply(nc, conn):
+    # A push consumer's first messages can reach the client before the create reply (the
+    # server sends them from different queues): CI once lost all of them this way, and the
+    # push loop then waited on heartbeats until the test timed out. Here the early frames
+    # are forced: five messages, then a flush, then the request.
+    conn.sub("raw.early")
+    conn.flush()
+    nc.subscribe("raw.api", cb=lambda m: m.respond(b"reply:" + m.data))
+    nc.flush()
+    for i in range(5):
+        nc.publish("raw.early", str(i).encode())
+    nc.flush()  # the server has routed the five to conn before the request below exists
+    assert conn.request("raw.api", b"q") == b"reply:q"
+    assert [conn.read()[3] for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
 def test_push_loop_reads_every_message_with_flow_control(js, conn):
     with preloaded(js, "RAWPUSH", 3_000) as (name, subject):
-        found, consumer, received, _replies = _raw.push_loop(conn, subject, 3_000, 1.0)
+        found, consumer, received, _replies = _raw.push_loop(
+            conn, subject, 3_000, 1.0, time.perf_counter() + 60
+        )
         assert (found, received) == (name, 3_000)
         info = js.consumer_info(name, consumer)
         assert info.delivered.consumer_seq == 3_000 and info.num_pending == 0
