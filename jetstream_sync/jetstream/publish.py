@@ -239,6 +239,7 @@ class Publisher:
         )
         deadline = Deadline(t, f"JetStream publish to {subject!r}")
         backoff = 0.01
+        no_stream = False  # a 503 came: the retries are for a leader being elected
         while True:
             try:
                 reply = self._nc.request(
@@ -246,14 +247,25 @@ class Publisher:
                 )
             except errors.NoRespondersError:
                 if deadline.remaining() <= backoff:
-                    raise errors.NoStreamResponseError(
-                        f"no stream answered a publish to {subject!r} within {t} s: no stream "
-                        "captures this subject (or its leader is still being elected)"
-                    ) from None
+                    raise self._no_stream(subject, t) from None
+                no_stream = True
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 0.25)
                 continue
+            except errors.TimeoutError:
+                # A retry's budget is what the backoff left, a few ms at the end: its
+                # timeout says nothing new, and the answer the caller needs is the 503's.
+                if no_stream:
+                    raise self._no_stream(subject, t) from None
+                raise
             return pub_ack(reply.data, subject)
+
+    @staticmethod
+    def _no_stream(subject: str, t: float) -> errors.NoStreamResponseError:
+        return errors.NoStreamResponseError(
+            f"no stream answered a publish to {subject!r} within {t} s: no stream "
+            "captures this subject (or its leader is still being elected)"
+        )
 
     # --- pipelined ----------------------------------------------------------------------
 
