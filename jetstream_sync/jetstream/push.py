@@ -42,8 +42,10 @@ HEARTBEAT_ALARM = 3.0  # missed intervals before NoHeartbeatError (ADR-15)
 _LIMIT_MSGS = 65536
 _LIMIT_BYTES = 64 * 1024 * 1024
 # How long a leaving queue member that made the durable waits for push_bound to drop before
-# it concludes that other members are still bound (and leaves the durable to them).
-_UNBIND_SETTLE = 1.0
+# it concludes that other members are still bound (and leaves the durable to them). The
+# server takes tens of ms; a loaded 2-core machine can stall it for a second, and guessing
+# wrong keeps a durable nobody owns, so the wait (paid only when others are bound) is long.
+_UNBIND_SETTLE = 2.0
 
 
 class JetStreamSubscription:
