@@ -466,12 +466,12 @@ def test_purge_deletes_keeps_young_markers(js: JetStream, bucket: str) -> None:
     foo_marker = kv.history("foo")[-1]
     assert foo_marker.created is not None
     wait_until(
-        lambda: dt.datetime.now(dt.timezone.utc) - foo_marker.created > dt.timedelta(seconds=1),
-        what="the foo marker to be a second old",
+        lambda: dt.datetime.now(dt.timezone.utc) - foo_marker.created > dt.timedelta(seconds=3),
+        what="the foo marker to be three seconds old",
     )
-    kv.delete("bar")
+    kv.delete("bar")  # young: it must stay under 3 s old until the purge (a loaded machine)
     assert js.stream_info(f"KV_{bucket}").state.messages == 6
-    kv.purge_deletes(olderthan=1.0)
+    kv.purge_deletes(olderthan=3.0)
     # foo (old marker) is gone entirely; bar keeps its young marker, but not its values.
     assert js.stream_info(f"KV_{bucket}").state.messages == 1
     with pytest.raises(nats.NoKeysError):
@@ -519,8 +519,9 @@ def test_purge_deletes_spares_a_value_written_meanwhile(
 
 
 def test_bucket_ttl_expires_values(js: JetStream, bucket: str) -> None:
-    kv = js.create_key_value(bucket=bucket, ttl=1.0)
-    assert js.stream_info(f"KV_{bucket}").config.duplicate_window == 1.0
+    # 3 s, not 1: the get right after the put must come before the expiry on a loaded machine
+    kv = js.create_key_value(bucket=bucket, ttl=3.0)
+    assert js.stream_info(f"KV_{bucket}").config.duplicate_window == 3.0
     kv.put("short", b"lived")
     assert kv.get("short").value == b"lived"
 
@@ -541,7 +542,8 @@ def test_per_key_ttl_and_the_servers_markers(js: JetStream, bucket: str) -> None
     cfg = js.stream_info(f"KV_{bucket}").config
     assert cfg.allow_msg_ttl is True and cfg.subject_delete_marker_ttl == 1.0
     assert kv.status().marker_ttl == 1.0
-    assert kv.create("age", b"30", msg_ttl=1) == 1
+    # 3 s: the watch below must see the value before it expires, even on a loaded machine
+    assert kv.create("age", b"30", msg_ttl=3) == 1
     with kv.watch("age", include_history=True) as w:
         first = w.updates(5)
         assert first is not None and first.value == b"30"
@@ -561,7 +563,7 @@ def test_per_key_ttl_and_the_servers_markers(js: JetStream, bucket: str) -> None
 def test_purge_marker_with_its_own_ttl(js: JetStream, bucket: str) -> None:
     kv = js.create_key_value(bucket=bucket, limit_marker_ttl=1)
     kv.put("name", b"alice")
-    kv.purge("name", msg_ttl=1)
+    kv.purge("name", msg_ttl=3)  # 3 s: the marker is still there for the count below
     assert kv.status().values == 1
     wait_until(lambda: kv.status().values == 0, timeout=10, what="the marker to expire")
     with pytest.raises(nats.KeyNotFoundError) as nothing:
@@ -615,7 +617,7 @@ def test_watch_starts_with_latest_values_then_one_none(kv: KeyValue) -> None:
         kv.put("t.hello", b"hi")
         kv.put("other", b"not watched")
         kv.put("t.name", b"c")
-        rest = drain(w)
+        rest = drain(w, 2)
         assert [(e.key, e.revision) for e in rest if e] == [("t.hello", 8), ("t.name", 10)]
         assert None not in rest  # exactly one None
 
@@ -624,7 +626,7 @@ def test_watch_several_patterns(kv: KeyValue) -> None:
     for key in ("a.1", "b.1", "c.1"):
         kv.put(key, b"v")
     with kv.watch(["a.*", "c.>"]) as w:
-        got = drain(w)
+        got = drain(w, 3)
     assert [e.key if e else None for e in got] == ["a.1", "c.1", None]
 
 
@@ -634,12 +636,12 @@ def test_watch_include_history(kv: KeyValue) -> None:
     kv.delete("k")
     kv.put("j", b"x")
     with kv.watch("k", include_history=True) as w:
-        got = drain(w)
+        got = drain(w, 4)
     assert [(e.value, e.operation) if e else None for e in got] == [
         (b"1", None), (b"2", None), (b"", "DEL"), None,
     ]  # fmt: skip
     with kv.watch("k") as w:  # without: only the latest, the marker
-        assert [e.operation if e else None for e in drain(w)] == ["DEL", None]
+        assert [e.operation if e else None for e in drain(w, 2)] == ["DEL", None]
 
 
 def test_watch_ignore_deletes(kv: KeyValue) -> None:
@@ -647,11 +649,11 @@ def test_watch_ignore_deletes(kv: KeyValue) -> None:
     kv.put("b", b"1")
     kv.delete("b")  # the last initial entry, left out: None still comes
     with kv.watchall(ignore_deletes=True) as w:
-        assert [e.key if e else None for e in drain(w)] == ["a", None]
+        assert [e.key if e else None for e in drain(w, 2)] == ["a", None]
         kv.delete("a")
         kv.purge("a")
         kv.put("c", b"3")
-        assert [e.key if e else None for e in drain(w)] == ["c"]
+        assert [e.key if e else None for e in drain(w, 1)] == ["c"]
 
 
 def test_watch_meta_only(kv: KeyValue) -> None:
@@ -670,7 +672,7 @@ def test_watch_updates_only(kv: KeyValue) -> None:
     with kv.watchall(updates_only=True) as w:
         assert w.updates() is None
         kv.put("new", b"2")
-        got = drain(w)
+        got = drain(w, 1)
     assert [e.key if e else None for e in got] == ["new"]
     with pytest.raises(nats.InvalidArgumentError, match="not both"):
         kv.watchall(updates_only=True, include_history=True)
@@ -739,7 +741,7 @@ def test_watch_when_the_initial_values_vanish(
         e = w.updates()
         assert e is not None and (e.key, e.revision) == ("after", 4)
         kv.put("later", b"v")
-        assert [x.key if x else None for x in drain(w)] == ["later"]
+        assert [x.key if x else None for x in drain(w, 1)] == ["later"]
     assert len(made) == 2
 
 
@@ -750,13 +752,13 @@ def test_watch_survives_a_server_restart(server_factory: Callable[..., NATSServe
         kv = js.create_key_value(bucket="RESTART", history=3)  # file storage: it stays
         kv.put("a", b"1")
         with kv.watchall() as w:
-            assert [e.key if e else None for e in drain(w)] == ["a", None]
+            assert [e.key if e else None for e in drain(w, 2)] == ["a", None]
             srv.restart()
             kv.put("b", b"2")
             e = w.updates(30)
             assert e is not None and (e.key, e.revision) == ("b", 2)
             kv.delete("a")
-            assert [(x.key, x.operation) if x else None for x in drain(w)] == [("a", "DEL")]
+            assert [(x.key, x.operation) if x else None for x in drain(w, 1)] == [("a", "DEL")]
 
 
 def test_watchers_on_a_missing_bucket(js: JetStream, kv: KeyValue, bucket: str) -> None:
@@ -783,7 +785,7 @@ def test_watch_and_keys_report_nothing(ejs: JetStream, errs: Errors, bucket: str
     kv.put("a", b"1")
     assert kv.keys() == ["a"]
     with kv.watchall() as w:
-        assert drain(w)[-1] is None
+        assert drain(w, 2)[-1] is None
     assert errs.seen == []
 
 

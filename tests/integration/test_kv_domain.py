@@ -106,12 +106,12 @@ def _round_trip(js: JetStream, owner: JetStream) -> None:
         bound = js.key_value(bucket)
         assert bound.get("a").value == b"11" and bound.get("a", revision=1).value == b"1"
         with bound.watchall() as w:
-            assert [(e.key, e.revision) if e else None for e in drain(w)] == [
+            assert [(e.key, e.revision) if e else None for e in drain(w, 3)] == [
                 ("b", 2), ("a", 3), None,
             ]  # fmt: skip
             kv.put("c", b"3")
             kv.delete("b")
-            live = drain(w)
+            live = drain(w, 2)
             assert [(e.key, e.operation) for e in live if e] == [("c", None), ("b", "DEL")]
         assert sorted(kv.keys()) == ["a", "c"]
         assert [e.value for e in kv.history("a")] == [b"1", b"11"]

@@ -98,7 +98,7 @@ def test_watch_consumer_inactive_threshold(js: JetStream, kv: KeyValue) -> None:
     with kv.watchall(inactive_threshold=10.0) as w:
         assert js.consumer_info(stream, w._oc.name).config.inactive_threshold == 10.0
         kv.put("k", b"v")
-        assert [e.key if e else None for e in drain(w)] == [None, "k"]
+        assert [e.key if e else None for e in drain(w, 2)] == [None, "k"]
     # nats-py's positional order: keys, headers_only, include_history, ignore_deletes,
     # meta_only, inactive_threshold.
     with kv.watch(">", False, False, False, False, 12.5) as w:
