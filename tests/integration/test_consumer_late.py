@@ -29,7 +29,7 @@ def give_up_before_the_message_is_read(
 
     def one_call() -> None:
         try:
-            ended["result"] = c.fetch(1, max_wait=1.5) if call == "fetch" else c.next(1.5)
+            ended["result"] = c.fetch(1, max_wait=4) if call == "fetch" else c.next(4)
         except nats.TimeoutError as exc:
             ended["result"] = exc
 
@@ -96,7 +96,7 @@ def test_late_messages_are_kept_in_order_for_a_batch(
         ended: Dict[str, Any] = {}
 
         def one_fetch() -> None:
-            ended["result"] = c.fetch(3, max_wait=1.5)
+            ended["result"] = c.fetch(3, max_wait=4)
 
         caller = threading.Thread(target=one_fetch)
         caller.start()
@@ -135,7 +135,7 @@ def test_a_late_message_goes_to_a_call_already_waiting(
         other = other_nc.jetstream()
         first: Dict[str, Any] = {}
         second: Dict[str, Any] = {}
-        caller = threading.Thread(target=lambda: first.update(r=c.fetch(1, max_wait=1.5)))
+        caller = threading.Thread(target=lambda: first.update(r=c.fetch(1, max_wait=4)))
         caller.start()
         wait_until(lambda: other.consumer_info(stream, c.name).num_waiting == 1, what="pull")
         nc._link.read_lock.acquire()

@@ -106,7 +106,10 @@ def test_dead_letters_republished_once_each_across_a_restart(
         assert h["Nats-DLQ-Subject"] == f"{work.lower()}.job"
         if kind == "term":
             assert h["Nats-DLQ-Description"] == "poison"
-    assert js.stream_info(f"DLQ_ADV_{work}_W").state.messages == 0  # every advisory acked
+    # Every advisory acked: the server removes acked work-queue messages a moment later.
+    wait_until(
+        lambda: js.stream_info(f"DLQ_ADV_{work}_W").state.messages == 0, what="advisories acked"
+    )
     assert errs.seen == []
 
 
