@@ -30,7 +30,8 @@ def main() -> None:
 
         def worker(priority: int, batch: int) -> None:
             consumer = js.consumer(STREAM, CONSUMER)
-            for m in consumer.fetch(batch, max_wait=5, group=GROUP, priority=priority):
+            # Both pulls are served: each returns as soon as its batch is full.
+            for m in consumer.fetch(batch, max_wait=20, group=GROUP, priority=priority):
                 got[priority].append(m.data)
                 m.ack_sync()
 

@@ -16,10 +16,10 @@ import time
 import jetstream_sync as nats
 from jetstream_sync.jetstream.api import ConsumerConfig
 
-# A member quits after this long with nothing: longer than the ack wait, so a message that a
+# A member quits after this long with nothing: well beyond the ack wait, so a message that a
 # leaving member's pull brought after its last fetch (never handed out, never acked) is
-# redelivered to the members still working.
-QUIET = 7.0
+# redelivered to the members still working, even on a slow machine.
+QUIET = 12.0
 CONFIG = ConsumerConfig(
     ack_wait=5.0,
     max_ack_pending=1000,

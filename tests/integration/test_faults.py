@@ -140,12 +140,25 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@pytest.fixture
+def nc_default_pings(srv: NATSServer, errors_seen: Errors) -> Iterator[nats.Client]:
+    """A client with the default ping settings: behind a 100 MiB backlog the server's PONG
+    can take longer than ``nc``'s 1 s stale-connection detection, and a reconnect in the
+    middle of the flood would lose messages the test counts."""
+    client = nats.connect(srv.url, error_cb=errors_seen)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def test_flood_into_a_slow_consumer_stays_bounded(
-    srv: NATSServer, nc: nats.Client, errors_seen: Errors
+    srv: NATSServer, nc_default_pings: nats.Client, errors_seen: Errors
 ) -> None:
     """A callback that blocks while 100 MiB flood in: its queue stays at its limit, the
     drops are counted and reported, and another subscription on the same connection gets
     every one of its messages."""
+    nc = nc_default_pings
     limit = 4 * 1024 * 1024
     release = threading.Event()
     slow_got: List[int] = []
@@ -244,7 +257,9 @@ def test_lame_duck_client_moves_before_the_server_leaves() -> None:
                 subject = got.next_msg(timeout=10).subject
                 if subject != "ldm.probe":
                     seen.append(subject)
-            assert seen.count("ldm.before") == 500 and seen[-1] == "ldm.after"
+            # Counts, not order: "after" goes straight to the second server while the last
+            # "before" messages may still be crossing the route from the first.
+            assert seen.count("ldm.before") == 500 and seen.count("ldm.after") == 1
             ldm = [e for e in errors_seen.seen if isinstance(e, nats.LameDuckModeError)]
             assert ldm and "moving to another server" in str(ldm[0])
     report(

@@ -339,7 +339,7 @@ def test_domain_prefix(nc: nats.Client) -> None:
     with pytest.raises(nats.InvalidArgumentError):
         nc.jetstream(domain="a.b")
     with pytest.raises(nats.JetStreamNotEnabledError, match="domain"):
-        nc.jetstream(domain="nowhere", timeout=1).account_info()
+        nc.jetstream(domain="nowhere", timeout=5).account_info()
 
 
 def test_retention_workqueue_round_trip(js: JetStream) -> None:

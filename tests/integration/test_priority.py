@@ -355,7 +355,7 @@ def test_overflow_pulls_without_conditions_are_served_first(
     def pull(name: str, **kwargs: Any) -> None:
         with nats.connect(nats_server.url) as nc:
             c = nc.jetstream().consumer(stream, "O")
-            got = c.fetch(1, max_wait=6, group="jobs", **kwargs)
+            got = c.fetch(1, max_wait=20, group="jobs", **kwargs)  # both are served
             results[name] = [m.metadata.sequence.stream for m in got]
             for m in got:
                 m.ack()
@@ -386,9 +386,11 @@ def test_prioritized_lower_numbers_are_served_first(
     threads = []
 
     def pull(priority: int) -> None:
+        # 0 and 3 are served (they return when their batch fills); 7 is left to expire.
+        max_wait = 3 if priority == 7 else 20
         with nats.connect(nats_server.url) as nc:
             c = nc.jetstream().consumer(stream, "P")
-            got = c.fetch(2, max_wait=3, group="jobs", priority=priority)
+            got = c.fetch(2, max_wait=max_wait, group="jobs", priority=priority)
             for m in got:
                 m.ack()
             results[priority] = [m.metadata.sequence.stream for m in got]

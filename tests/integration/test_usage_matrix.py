@@ -106,6 +106,10 @@ ROUND = (
 ROUNDS = 4
 
 ACK_WAIT = 3.0  # short: a message a leaving member held and never saw comes back soon
+# Where nobody leaves ("one", "three") check() refuses any redelivery, and push and
+# messages() members are sent messages when they join but work only once all three have
+# joined: a long ack wait, so a slow start is not taken for a lost message.
+ACK_WAIT_NOBODY_LEAVES = 10.0
 TAKE_WAIT = 0.25  # a local wait for the next message (push queue, messages() iterator)
 FETCH_WAIT = 1.0  # a pull's server-side wait
 WORK_DEADLINE = 20.0  # a member that has not finished by then fails the cell
@@ -189,10 +193,10 @@ class Ledger:
 # --- the ways: one member each ----------------------------------------------------------
 
 
-def work_config(**fields: Any) -> ConsumerConfig:
+def work_config(cell: Cell, **fields: Any) -> ConsumerConfig:
     """A non-trivial config every member of a work-sharing consumer passes, restarts too."""
     return ConsumerConfig(
-        ack_wait=ACK_WAIT,
+        ack_wait=ACK_WAIT_NOBODY_LEAVES if cell.members in ("one", "three") else ACK_WAIT,
         max_ack_pending=8,
         headers_only=False,
         metadata={"matrix": "usage"},
@@ -235,7 +239,7 @@ class Member:
 class PullSubscribeMember(Member):
     def join(self) -> None:
         c = self.cell
-        cfg = work_config(filter_subjects=c.filters if c.several else None)
+        cfg = work_config(c, filter_subjects=c.filters if c.several else None)
         self.psub = self.js.pull_subscribe(c.subject, "work", stream=c.stream, config=cfg)
 
     def take(self) -> List[nats.Msg]:
@@ -251,7 +255,7 @@ class PullSubscribeMember(Member):
 class ConsumerFetchMember(Member):
     def join(self) -> None:
         c = self.cell
-        self.js.add_consumer(c.stream, work_config(durable_name="work", **c.filter_fields))
+        self.js.add_consumer(c.stream, work_config(c, durable_name="work", **c.filter_fields))
         self.consumer = self.js.consumer(c.stream, "work")
 
     def take(self) -> List[nats.Msg]:
@@ -264,7 +268,7 @@ class ConsumerFetchMember(Member):
 class ConsumerConsumeMember(Member):
     def join(self) -> None:
         c = self.cell
-        cfg = work_config(durable_name="work", **c.filter_fields)
+        cfg = work_config(c, durable_name="work", **c.filter_fields)
         consumer = self.js.create_or_update_consumer(c.stream, cfg)
         self.ready = threading.Event()  # the callback may run before consume() returns
         self.cc = consumer.consume(self.handle, max_messages=10, expires=2.0)
@@ -292,7 +296,7 @@ class ConsumerConsumeMember(Member):
 class ConsumerMessagesMember(Member):
     def join(self) -> None:
         c = self.cell
-        cfg = work_config(durable_name="work", **c.filter_fields)
+        cfg = work_config(c, durable_name="work", **c.filter_fields)
         consumer = self.js.create_or_update_consumer(c.stream, cfg)
         self.it = consumer.messages(max_messages=10, expires=2.0)
 
@@ -333,14 +337,14 @@ class PushMember(Member):
 class SubscribeMember(PushMember):
     def join(self) -> None:
         c = self.cell
-        cfg = work_config(filter_subjects=c.filters if c.several else None)
+        cfg = work_config(c, filter_subjects=c.filters if c.several else None)
         self.sub = self.js.subscribe(c.subject, durable="work", stream=c.stream, config=cfg)
 
 
 class QueueMember(PushMember):
     def join(self) -> None:
         c = self.cell
-        cfg = work_config(filter_subjects=c.filters if c.several else None)
+        cfg = work_config(c, filter_subjects=c.filters if c.several else None)
         # The queue name is the durable's name: "work", as in every way.
         self.sub = self.js.subscribe(c.subject, queue="work", stream=c.stream, config=cfg)
 
@@ -706,7 +710,9 @@ def test_cell(
     cell = Cell(way, filt, members, stream, js, nats_server.url)
     if way == "subscribe_bind":
         deliver = {"deliver_subject": f"mxdeliver.{stream}", "deliver_group": cell.bind_group}
-        js.add_consumer(stream, work_config(durable_name="work", **cell.filter_fields, **deliver))
+        js.add_consumer(
+            stream, work_config(cell, durable_name="work", **cell.filter_fields, **deliver)
+        )
     half = len(cell.subjects) // 2
     cell.publish(0, half)  # half before anyone joins, half while they work
     try:

@@ -200,7 +200,7 @@ def test_fetch_waits_behind_other_members_pulls(nats_server: NATSServer, stream:
                 results[name] = exc
 
         waiting = lambda n: js_a.consumer_info(stream, "shared").num_waiting >= n  # noqa: E731
-        t_b = threading.Thread(target=pull, args=("theirs", theirs, 10, 3.0))
+        t_b = threading.Thread(target=pull, args=("theirs", theirs, 10, 5.0))
         t_b.start()
         wait_until(lambda: waiting(1), 10, "their pull")
         t_a = threading.Thread(target=pull, args=("ours", ours, 5, 30.0))
@@ -242,7 +242,7 @@ def test_pull_subscribe_goes_on_when_the_lookup_times_out(
 ) -> None:
     p = stream.lower()
     with nats.connect(nats_server.url) as nc:
-        js = nc.jetstream(timeout=1.0)
+        js = nc.jetstream()
         js.pull_subscribe(f"{p}.*", "slow").unsubscribe()
         lookups: List[Optional[bytes]] = []
 
@@ -253,7 +253,8 @@ def test_pull_subscribe_goes_on_when_the_lookup_times_out(
             return False
 
         with drop_inbound(nc, first_lookup_answer) as dropped:
-            psub = js.pull_subscribe(f"{p}.*", "slow")
+            # A short timeout only here, where the lookup's answer is dropped.
+            psub = nc.jetstream(timeout=2.5).pull_subscribe(f"{p}.*", "slow")
         assert len(dropped) == 1  # the lookup's answer was lost: it timed out
         js.publish(f"{p}.m", b"after")
         assert psub.fetch(1, timeout=5)[0].data == b"after"
