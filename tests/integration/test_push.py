@@ -3,7 +3,9 @@ witness for what goes on the wire (subscribe before create, flow-control replies
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set, Tuple
 
@@ -89,12 +91,14 @@ def test_deliver_subject_and_group_from_the_config_are_used(js: JetStream, strea
     assert info.config.deliver_group == "team" and info.config.durable_name == "team"
     fill(js, stream, 20, tail="t")
     got: List[int] = []
-    for sub in (a, b):
-        while True:
-            try:
-                got.append(int(sub.next_msg(timeout=0.5).data))
-            except nats.TimeoutError:
-                break
+    deadline = time.monotonic() + 30  # the 20 are split between a and b in no set way
+    while len(got) < 20 and time.monotonic() < deadline:
+        for sub in (a, b):
+            with contextlib.suppress(nats.TimeoutError):
+                got.append(int(sub.next_msg(timeout=0.2).data))
+    for sub in (a, b):  # and nothing more
+        with pytest.raises(nats.TimeoutError):
+            sub.next_msg(timeout=0.3)
     assert sorted(got) == list(range(20))
     b.unsubscribe()
     a.unsubscribe()

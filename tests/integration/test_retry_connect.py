@@ -56,7 +56,7 @@ def test_returns_at_once_buffers_and_subscribes_once_the_server_is_up(
         **ev.options(),
     )
     try:
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 10.0  # it returned: waiting would be forever
         assert nc.is_reconnecting and not nc.is_connected and not nc.is_closed
         assert nc.connected_url is None
         sub = nc.subscribe("early.x")

@@ -129,10 +129,11 @@ def test_pause_blocks_replies_until_resume(srv: NATSServer) -> None:
 def test_stop_works_on_paused_server(srv: NATSServer) -> None:
     srv.pause()
     start = time.monotonic()
-    srv.stop(timeout=5)
+    srv.stop(timeout=30)
     assert not srv.is_running
-    # It must have honoured SIGTERM (after SIGCONT), not waited out the SIGKILL timeout.
-    assert time.monotonic() - start < 4
+    # It must have honoured SIGTERM (after SIGCONT), not waited out the SIGKILL timeout
+    # (30 s, so that a loaded machine's slow exit is not mistaken for it).
+    assert time.monotonic() - start < 20
 
 
 def test_lame_duck_is_announced_to_clients(srv: NATSServer) -> None:
@@ -144,9 +145,9 @@ def test_lame_duck_is_announced_to_clients(srv: NATSServer) -> None:
         assert b'"ldm":true' in _read_until(sock, b'"ldm":true', 5)
     srv.wait_for_log("lame duck", timeout=5)
     start = time.monotonic()
-    srv.stop(timeout=5)
+    srv.stop(timeout=30)
     assert not srv.is_running
-    assert time.monotonic() - start < 4
+    assert time.monotonic() - start < 20  # SIGTERM honoured, not the 30 s SIGKILL fallback
 
 
 def test_config_text_is_applied() -> None:

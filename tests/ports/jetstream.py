@@ -55,12 +55,14 @@ async def main():
 
     osub = await js.subscribe("orders.>", ordered_consumer=True)
     data = []
-    while True:
-        try:
-            msg = await osub.next_msg(timeout=1)
-            data.append(msg.data)
-        except TimeoutError:
-            break
+    for _ in range(6):  # the stream's six messages, each waited for generously
+        msg = await osub.next_msg(timeout=5)
+        data.append(msg.data)
+    try:
+        extra = await osub.next_msg(timeout=0.5)
+        print("ordered: one more than the stream holds", extra.data)
+    except TimeoutError:
+        pass
     print("ordered", len(data), data[0], data[-1])
 
     got = await js.get_msg("ORDERS", 2)

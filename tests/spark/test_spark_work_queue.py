@@ -11,6 +11,7 @@ import pytest
 import jetstream_sync as nats
 from jetstream_sync.server import NATSServer
 from jetstream_sync.spark.helpers import process_work_queue
+from jetstream_sync.testing import wait_until
 
 
 def _queue(url: str, n: int) -> str:
@@ -33,14 +34,15 @@ def test_batches_are_acked_after_success(spark: Any, spark_nats: NATSServer) -> 
     def func(df: Any, batch_id: int) -> None:
         seen[batch_id] = [r.stream_seq for r in df.select("stream_seq").collect()]
 
-    n = process_work_queue(spark, func, url, stream, "spark", batch_size=100, max_wait=1.0)
+    n = process_work_queue(spark, func, url, stream, "spark", batch_size=100, max_wait=3.0)
     assert n == 3
     assert [len(v) for v in seen.values()] == [100, 100, 50]
     assert sorted(s for v in seen.values() for s in v) == list(range(1, 251))
     with nats.connect(url) as nc:
         info = nc.jetstream().consumer_info(stream, "spark")
         assert (info.num_pending, info.num_ack_pending) == (0, 0)
-        assert nc.jetstream().stream_info(stream).state.messages == 0  # work queue: all done
+        # work queue: all done (the server removes acked messages after the acks arrive)
+        wait_until(lambda: nc.jetstream().stream_info(stream).state.messages == 0, what="empty")
 
 
 def test_a_failed_batch_is_redelivered(spark: Any, spark_nats: NATSServer) -> None:
@@ -54,13 +56,13 @@ def test_a_failed_batch_is_redelivered(spark: Any, spark_nats: NATSServer) -> No
         processed.extend(r.stream_seq for r in df.select("stream_seq").collect())
 
     with pytest.raises(RuntimeError, match="the sink is down"):
-        process_work_queue(spark, failing, url, stream, "spark", batch_size=100, max_wait=1.0)
+        process_work_queue(spark, failing, url, stream, "spark", batch_size=100, max_wait=3.0)
     assert sorted(processed) == list(range(1, 101))  # the first batch, acked
 
     def ok(df: Any, batch_id: int) -> None:
         processed.extend(r.stream_seq for r in df.select("stream_seq").collect())
 
-    process_work_queue(spark, ok, url, stream, "spark", batch_size=100, max_wait=1.0)
+    process_work_queue(spark, ok, url, stream, "spark", batch_size=100, max_wait=3.0)
     assert sorted(processed) == list(range(1, 151))  # the failed batch again, nothing twice
 
 

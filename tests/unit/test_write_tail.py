@@ -58,7 +58,7 @@ def test_a_full_send_buffer_leaves_a_tail_that_the_next_write_sends_first(
         outbox.out.append(f)
     started = time.monotonic()
     assert outbox.write_pending() is False  # the kernel took part: the caller did not wait
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # the peer reads nothing: a wait never ends
     assert conn.tail is not None
     outbox.out.append(b"PING\r\n")
     assert outbox.write_pending() is False  # the tail first; the PING stays queued
