@@ -1,11 +1,13 @@
 """What several integration test modules share: an error_cb that keeps what it is given,
-the client operations a server trace log (``nats-server -V``) shows, and draining a
-Key-Value watcher."""
+the client operations a server trace log (``nats-server -V``) shows, draining a
+Key-Value watcher, and a time bound for a plain ``for`` over a blocking iterator."""
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional, Protocol
 
 import pytest
 
@@ -64,3 +66,22 @@ def drain(w: KeyWatcher, expect: int, timeout: float = 10.0) -> List[Optional[En
             out.append(w.updates(0.3))
     except nats.TimeoutError:
         return out
+
+
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+@contextmanager
+def stop_after(it: _Stoppable, seconds: float) -> Iterator[None]:
+    """Call ``it.stop()`` after ``seconds`` unless the block has ended: a ``for`` over a
+    blocking iterator (``messages()``, a watcher) then ends instead of waiting forever if
+    messages stop coming, and the test's own assertion on what it read says what went
+    wrong. The iteration under test stays the plain ``for`` a user writes."""
+    timer = threading.Timer(seconds, it.stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

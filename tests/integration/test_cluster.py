@@ -22,7 +22,7 @@ from load import (
     report,
     stream_msg_ids,
 )
-from support import Errors
+from support import Errors, stop_after
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
@@ -248,15 +248,14 @@ def test_leader_killed_during_ordered_consumer(cluster: NATSCluster, js: JetStre
     times: List[float] = []
     killed_at = 0.0
     ordered = js.ordered_consumer(STREAM)
-    with ordered.messages(max_messages=100, expires=5.0) as it:
-        deadline = time.monotonic() + 150
+    with ordered.messages(max_messages=100, expires=5.0) as it, stop_after(it, 150):
         for msg in it:
             got.append(int(msg.data))
             times.append(time.monotonic())
             if len(got) == 300:
                 killed_at = time.monotonic()
                 kill_leader(cluster, js)
-            if len(got) == 1500 or time.monotonic() > deadline:
+            if len(got) == 1500:
                 break
     pub.finish()
     assert got == list(range(1500)), "every message once, in order"

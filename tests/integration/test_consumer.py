@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, List
 
 import pytest
-from support import Errors
+from support import Errors, stop_after
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy
@@ -135,11 +135,12 @@ def test_messages_iterates_and_stops(js: JetStream, stream: str) -> None:
     fill(js, stream, 25)
     got: List[int] = []
     with c.messages(max_messages=10, expires=5) as it:
-        for msg in it:
-            got.append(int(msg.data))
-            msg.ack()
-            if len(got) == 25:
-                break
+        with stop_after(it, 60):
+            for msg in it:
+                got.append(int(msg.data))
+                msg.ack()
+                if len(got) == 25:
+                    break
         fill(js, stream, 1, start=25)
         assert int(it.next(timeout=5).data) == 25
     assert got == list(range(25))
@@ -326,7 +327,8 @@ def test_ordered_consumer_survives_losing_its_consumer(js: JetStream, stream: st
     fill(js, stream, 100)
     oc = js.ordered_consumer(stream)
     got: List[int] = []
-    with oc.messages(max_messages=10, expires=2) as it:
+    info = None
+    with oc.messages(max_messages=10, expires=2) as it, stop_after(it, 60):
         for msg in it:
             got.append(int(msg.data))
             if len(got) == 30:
@@ -336,6 +338,7 @@ def test_ordered_consumer_survives_losing_its_consumer(js: JetStream, stream: st
                 info = js.consumer_info(stream, oc.name).config
                 break
     assert got == list(range(100)) and oc.resets >= 1
+    assert info is not None
     assert info.ack_policy == AckPolicy.NONE and info.mem_storage and info.num_replicas == 1
     wait_until(lambda: js.consumer_names(stream) == [], 10, "the last link deleted on leaving")
 
@@ -386,7 +389,7 @@ def test_ordered_consumer_carries_on_through_a_server_restart(
             js.publish("ord", str(i).encode())
         oc = js.ordered_consumer("ORD")
         got: List[int] = []
-        with oc.messages(max_messages=5, expires=2) as it:
+        with oc.messages(max_messages=5, expires=2) as it, stop_after(it, 90):
             for msg in it:
                 got.append(int(msg.data))
                 if len(got) == 10:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
-from support import Errors
+from support import Errors, stop_after
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
@@ -486,11 +486,12 @@ def test_watch_of_an_empty_bucket_and_as_an_iterator(obs: nats.ObjectStore) -> N
     obs.put("A", b"A")
     obs.put("B", b"B")
     seen: List[str] = []
-    for info in watcher:
-        assert info is not None
-        seen.append(info.name)
-        if len(seen) == 2:
-            watcher.stop()
+    with stop_after(watcher, 30):
+        for info in watcher:
+            assert info is not None
+            seen.append(info.name)
+            if len(seen) == 2:
+                watcher.stop()
     assert seen == ["A", "B"]
     assert list(watcher) == []  # stopped: the iteration is over
 
