@@ -3,9 +3,11 @@ on the port the client was given."""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Callable, List
 
 import pytest
@@ -17,11 +19,24 @@ ServerFactory = Callable[..., NATSServer]
 
 
 def free_port() -> int:
-    """A port nothing listens on now (bound to port 0, then closed): the server comes up on
-    it later."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on now, for a server that comes up on it later. It is taken
+    from below the kernel's ephemeral range: a port bound to 0 and closed could be handed
+    to another test's connection or server before ours starts; one down here never is."""
+    low = 32768
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    candidates = list(range(max(1024, low - 12000), low))
+    random.shuffle(candidates)
+    for port in candidates[:200]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range in 200 tries")
 
 
 class Events:
