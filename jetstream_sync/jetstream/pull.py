@@ -10,9 +10,14 @@ reply subject is where the server sends the messages; its body is built in one p
     after a bare 404 (nothing there): wait for messages with a long pull
     UNSUB <sid> N+1                                the 404 was one; N more at most
     PUB ...MSG.NEXT.S.C <inbox> {"batch":N,"expires":<timeout - margin in ns>}
-    UNSUB <sid>                                    only if the pull may still deliver
+    UNSUB <sid>                                    once the pull can deliver no more
 
-and returns as soon as at least one message is there. ``fetch()`` of one message sends
+and returns as soon as at least one message is there. A long pull it leaves early (fewer
+than N came) is still live on the server until its ``expires``. Seed 000 suggests an UNSUB
+at once; that loses messages (see ``_linger.py``), so the inbox stays routed to this
+subscription and the UNSUB waits until the pull has ended: its last message, its 408, or
+its expiry. The next fetch takes what it delivered, and sends no pull of its own while
+that one is live. ``fetch()`` of one message sends
 its no_wait request to a wildcard inbox the subscription owns (``SUB <prefix>.*`` once,
 replies to ``<prefix>.<n>``): one publish per message when messages are waiting; only a
 long pull needs a fresh inbox.
@@ -47,6 +52,7 @@ from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
 from ._binding import check_filter_matches, config_differences
+from ._linger import GRACE, LongPulls
 from .priority import PinLost, PinState, PullPriority, pull_priority
 from .status import (
     END,
@@ -195,6 +201,7 @@ class PullSubscription:
         # fetch(1)'s no_wait pull, framed once: only its reply (an inbox) changes.
         self._one_pull = self._core.fixed_request(self._next_subject, _NO_WAIT_ONE)
         self._pins = PinState()
+        self._pulls = LongPulls(self._core, self._q)  # the long pull a fetch left early
         self._core.add_close_hook(self._on_client_closed)
 
     def __repr__(self) -> str:
@@ -210,6 +217,9 @@ class PullSubscription:
 
     def _on_msg(self, msg: Msg) -> bool:
         """Network thread: every inbox of this subscription feeds the one queue."""
+        pull = self._pulls.current
+        if pull is not None and msg.sid == pull.sid and self._pulls.seen(pull, msg):
+            return True
         size = len(msg.data)
         if self._limited and self._over_limit(size) and classify(msg) is None:
             self._drop()
@@ -217,6 +227,31 @@ class PullSubscription:
         self._bytes_in += size
         self._q.put(msg)
         return True
+
+    def _wait_linger(self, batch: int, deadline: Deadline) -> List[Msg]:
+        """Wait for what the left-early pull delivers, instead of sending a pull while it
+        is live (a pull per fetch would pile up on the server). [] once it has ended; a
+        FetchTimeoutError when the fetch's time runs out first."""
+        pulls = self._pulls
+        pulls.waited = True
+        try:
+            while True:
+                pull = pulls.lingering()
+                if pull is None:
+                    return []
+                msg = self._get(min(deadline.remaining(), pull.ends + GRACE - time.monotonic()))
+                if msg is None:
+                    if deadline.expired:
+                        raise errors.FetchTimeoutError(
+                            f"fetch from {self._where}: no message came in time"
+                        )
+                    pulls.end(pull, unsub=True)  # its time is over
+                    return []
+                if raw_headers(msg) is not None and classify(msg) is not None:
+                    continue  # a status for an earlier pull
+                return [msg, *self._take_waiting(batch - 1, None)]
+        finally:
+            pulls.waited = False
 
     def _over_limit(self, size: int) -> bool:
         if self._msgs_limit is not None and self._q.qsize() >= self._msgs_limit:
@@ -335,6 +370,10 @@ class PullSubscription:
             self._check_open()
             if not self._q.empty():
                 msgs = self._take_waiting(batch, prio)
+                if msgs:
+                    return msgs
+            if not no_wait and self._pulls.lingering() is not None:
+                msgs = self._wait_linger(batch, deadline)
                 if msgs:
                     return msgs
             for _ in range(2):  # a 423 (pin lost) clears the pin: once more, as a standby
@@ -553,13 +592,15 @@ class PullSubscription:
                     raise self._pin_lost(prio, pin)
                 raise status_error(msg, self._where)
         finally:
-            if len(msgs) >= batch:
+            # Left early, a long pull lingers: its inbox stays until it ends (_linger.py).
+            served, lingers = self._pulls.leave(sub, len(msgs), batch, finished, self._closed)
+            if served:
                 finished = True
-            if finished and auto_unsub and len(msgs) >= batch:
+            if finished and auto_unsub and served:
                 core.forget(sub)  # the server dropped the inbox at its UNSUB count
             elif finished:
                 core.unsubscribe(sub)
-            else:
+            elif not lingers:
                 core.retire(sub)  # the pull may still deliver: keep what comes
         if not msgs:
             raise errors.FetchTimeoutError(f"fetch from {self._where}: no message came in time")
@@ -576,18 +617,26 @@ class PullSubscription:
         prio: Optional[PullPriority],
         unsub_after: int,
     ) -> Optional[HeartbeatWatch]:
-        """A waiting pull. UNSUB after ``unsub_after`` messages leaves no interest behind
-        once it is served, but heartbeats would count too: with them, fetch unsubscribes."""
+        """A waiting pull (tracked in ``_pulls`` when it may be left to linger). UNSUB
+        after ``unsub_after`` messages leaves no interest behind once it is served, but
+        heartbeats would count too: with them, fetch unsubscribes."""
         if hb is None:
             self._core.auto_unsubscribe(sub, unsub_after)
+        expires = pull_expires(deadline.remaining())
+        if hb is None and prio is None:  # the only pulls a fetch may leave to linger
+            self._pulls.track(sub, batch, time.monotonic() + expires / 1e9)
         body = pull_request_body(
             batch,
-            expires=pull_expires(deadline.remaining()),
+            expires=expires,
             heartbeat=hb,
             priority=prio,
             pin_id=self._pins.for_pull(prio),
         )
-        self._send(body, inbox)
+        try:
+            self._send(body, inbox)
+        except BaseException:
+            self._pulls.current = None  # never sent: nothing to wait for
+            raise
         return HeartbeatWatch(hb, alarm) if hb is not None else None
 
     # --- the rest -----------------------------------------------------------------------
@@ -638,6 +687,7 @@ class PullSubscription:
             self._closed = True
             if self._one_sub is not None and not self._nc.is_closed:
                 self._core.unsubscribe(self._one_sub)
+            self._pulls.close()
             if drain_timeout is not None and self._nc.is_connected:
                 self._nc.flush(drain_timeout)
             if (self._owned or delete_consumer) and not self._nc.is_closed:

@@ -193,15 +193,129 @@ def test_fetch_that_gets_nothing_times_out_without_surfacing_statuses(
     assert [m.data for m in psub.fetch(3, timeout=5)] == [b"0"]
 
 
-def test_early_return_leaves_no_pull_interest(js: JetStream, stream: str) -> None:
+def trace_lines(trace: Path) -> List[str]:
+    return trace.read_text(errors="replace").splitlines()
+
+
+def test_a_pull_left_early_stays_until_it_ends_and_what_it_sends_is_kept(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    _, js, trace = traced
+    psub = js.pull_subscribe("w.x", durable="d")
+    threading.Timer(0.2, lambda: js.publish("w.x", b"0")).start()
+    assert [m.data for m in psub.fetch(10, timeout=3)] == [b"0"]
+    # The long pull asked for 10 and got 1: it is live at the server until its expiry. Its
+    # inbox stays, so what it delivers now is kept for the next fetch, not sent to no one.
+    assert js.consumer_info("W", "d").num_waiting == 1
+    js.publish("w.x", b"1")
+    wait_until(lambda: psub.pending == 1, what="the message kept for the next fetch")
+    again = psub.fetch(10, timeout=5)
+    assert [(m.data, m.metadata.num_delivered) for m in again] == [(b"1", 1)]
+    # It ends at its expiry, with the server's 408; only then does the UNSUB go out.
+    wait_until(lambda: js.consumer_info("W", "d").num_waiting == 0, 15, "the pull's expiry")
+    ops = pull_ops(client_ops(trace))
+    inbox = next(op for op, body in ops if '"expires"' in body).split()[2]
+    sid = next(op.split()[-1] for op, _ in ops if op.startswith(f"SUB {inbox} "))
+
+    def unsub_line() -> int:
+        lines = trace_lines(trace)
+        return next((n for n, ln in enumerate(lines) if f"<<- [UNSUB {sid}]" in ln), 0)
+
+    at = wait_until(unsub_line, 10, "the UNSUB once the pull ended")
+    timeout_408 = [
+        n for n, ln in enumerate(trace_lines(trace)) if f"->> [HMSG {inbox} {sid} " in ln
+    ]
+    assert timeout_408 and timeout_408[-1] < at, "the UNSUB went out before the pull ended"
+
+
+def test_a_message_for_a_pull_left_early_is_not_lost_on_a_leafnode_server(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    """A server that accepts leafnode (or gateway) connections counts a pull under 2 s old
+    as wanted even when nobody is subscribed to its inbox. Had fetch removed the inbox of
+    the pull it left early, the next message would go to nobody; with max_deliver=1 it
+    would never come again."""
+    srv = server_factory(jetstream=True, config="leafnodes { listen: 127.0.0.1:-1 }\n")
+    with nats.connect(srv.url) as nc, nats.connect(srv.url) as other:
+        js, ojs = nc.jetstream(), other.jetstream()
+        js.add_stream(name="LF", subjects=["lf.>"])
+        psub = js.pull_subscribe("lf.x", durable="w", config=ConsumerConfig(max_deliver=1))
+
+        def publish_first() -> None:
+            wait_until(lambda: ojs.consumer_info("LF", "w").num_waiting == 1, what="the pull")
+            ojs.publish("lf.x", b"first")
+
+        publisher = threading.Thread(target=publish_first)
+        publisher.start()
+        first = psub.fetch(5, timeout=10)
+        publisher.join(10)
+        assert [m.data for m in first] == [b"first"]
+        nc.flush()  # all that fetch sent has reached the server
+        ojs.publish("lf.x", b"second")
+        again = psub.fetch(5, timeout=5)
+        assert [(m.data, m.metadata.num_delivered) for m in again] == [(b"second", 1)]
+        for m in first + again:
+            m.ack()
+
+
+def test_a_pull_left_early_and_then_served_in_full_is_not_waited_for(
+    js: JetStream, stream: str
+) -> None:
+    """The pull a fetch left early asked for 2 and sends its second message later: then it
+    is over (the server dropped its inbox at the UNSUB count), and a fetch after that pulls
+    anew at once instead of waiting for that pull's expiry (30 s here)."""
     psub = js.pull_subscribe(subj(stream), durable="w")
-    threading.Timer(0.2, lambda: publish(js, stream, 1)).start()
-    msgs = psub.fetch(10, timeout=20)
-    assert [m.data for m in msgs] == [b"0"]
-    # The long pull asked for 10 and got 1: its inbox is gone, so the server drops it.
-    wait_until(lambda: js.consumer_info(stream, "w").num_waiting == 0, what="no waiting pulls")
-    publish(js, stream, 1)
-    wait_until(lambda: js.consumer_info(stream, "w").num_pending == 1, what="not delivered")
+    threading.Timer(0.2, lambda: js.publish(subj(stream), b"0")).start()
+    assert [m.data for m in psub.fetch(2, timeout=30)] == [b"0"]
+    js.publish(subj(stream), b"1")
+    wait_until(lambda: psub.pending == 1, what="the pull's second message, kept")
+    assert [m.data for m in psub.fetch(2, timeout=5)] == [b"1"]
+    js.publish(subj(stream), b"2")
+    assert [m.data for m in psub.fetch(2, timeout=5)] == [b"2"]
+
+
+def test_a_reconnect_ends_the_wait_for_a_pull_left_early(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    """A crashed and restarted server has forgotten the pull a fetch left early, and had
+    no time to say so: the next fetch must not wait for it (it would until that pull's
+    expiry, 30 s here), but pull anew."""
+    srv = server_factory(jetstream=True)
+    reconnected = threading.Event()
+    with nats.connect(
+        srv.url,
+        reconnect_time_wait=0.1,
+        max_reconnect_attempts=-1,
+        reconnected_cb=reconnected.set,
+    ) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="RS", subjects=["rs.>"])  # file storage: it survives the restart
+        psub = js.pull_subscribe("rs.x", durable="w")
+        threading.Timer(0.2, lambda: js.publish("rs.x", b"before")).start()
+        assert [m.data for m in psub.fetch(10, timeout=30)] == [b"before"]
+        srv.kill()  # no goodbye to the pull (a stop would end it with a status)
+        srv.start()
+        assert reconnected.wait(20), "no reconnect"
+        js.publish("rs.x", b"after", timeout=15)
+        assert [m.data for m in psub.fetch(10, timeout=10)] == [b"after"]
+
+
+def test_fetches_that_return_early_leave_at_most_one_pull_waiting(
+    js: JetStream, stream: str
+) -> None:
+    """A fetch waits for the pull an earlier one left early rather than adding its own, so
+    pulls do not pile up at the server (its max_waiting is 512) while messages trickle."""
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    most = 0
+    got: List[bytes] = []
+    for i in range(25):
+        threading.Timer(0.05, lambda i=i: js.publish(subj(stream), str(i).encode())).start()
+        got += [m.data for m in psub.fetch(10, timeout=5)]
+        most = max(most, js.consumer_info(stream, "w").num_waiting)
+    while len(got) < 25:
+        got += [m.data for m in psub.fetch(10, timeout=5)]
+    assert got == [str(i).encode() for i in range(25)]
+    assert most <= 1
 
 
 def test_message_in_flight_when_a_fetch_gives_up_is_kept(nc: nats.Client) -> None:
