@@ -203,7 +203,7 @@ def test_a_pull_left_early_stays_until_it_ends_and_what_it_sends_is_kept(
     _, js, trace = traced
     psub = js.pull_subscribe("w.x", durable="d")
     threading.Timer(0.2, lambda: js.publish("w.x", b"0")).start()
-    assert [m.data for m in psub.fetch(10, timeout=3)] == [b"0"]
+    assert [m.data for m in psub.fetch(10, timeout=6)] == [b"0"]
     # The long pull asked for 10 and got 1: it is live at the server until its expiry. Its
     # inbox stays, so what it delivers now is kept for the next fetch, not sent to no one.
     assert js.consumer_info("W", "d").num_waiting == 1
