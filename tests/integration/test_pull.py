@@ -279,7 +279,7 @@ def test_a_reconnect_ends_the_wait_for_a_pull_left_early(
 ) -> None:
     """A crashed and restarted server has forgotten the pull a fetch left early, and had
     no time to say so: the next fetch must not wait for it (it would until that pull's
-    expiry, 30 s here), but pull anew."""
+    expiry, 120 s here), but pull anew."""
     srv = server_factory(jetstream=True)
     reconnected = threading.Event()
     with nats.connect(
@@ -292,12 +292,15 @@ def test_a_reconnect_ends_the_wait_for_a_pull_left_early(
         js.add_stream(name="RS", subjects=["rs.>"])  # file storage: it survives the restart
         psub = js.pull_subscribe("rs.x", durable="w")
         threading.Timer(0.2, lambda: js.publish("rs.x", b"before")).start()
-        assert [m.data for m in psub.fetch(10, timeout=30)] == [b"before"]
+        assert [m.data for m in psub.fetch(10, timeout=120)] == [b"before"]
         srv.kill()  # no goodbye to the pull (a stop would end it with a status)
         srv.start()
         assert reconnected.wait(20), "no reconnect"
         js.publish("rs.x", b"after", timeout=15)
-        assert [m.data for m in psub.fetch(10, timeout=10)] == [b"after"]
+        got = [m.data for m in psub.fetch(10, timeout=10)]
+        # "before" may come again: the server writes a consumer's delivered state to disk up
+        # to 100 ms after the delivery (filestore's flush loop), and kill -9 can beat it.
+        assert got in ([b"after"], [b"before", b"after"]), got
 
 
 def test_fetches_that_return_early_leave_at_most_one_pull_waiting(
