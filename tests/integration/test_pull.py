@@ -62,6 +62,19 @@ def pull_ops(ops: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
     return keep
 
 
+def publish_to_the_long_pull(
+    js: JetStream, stream: str, durable: str, subject: str, data: bytes = b"0"
+) -> None:
+    """In a thread: publish ``data`` once ``durable`` has a pull waiting, so the fetch's long
+    pull gets it (a timer could fire before the no_wait pull on a loaded machine)."""
+
+    def publish_when_waited_for() -> None:
+        wait_until(lambda: js.consumer_info(stream, durable).num_waiting == 1, what="a pull")
+        js.publish(subject, data)
+
+    threading.Thread(target=publish_when_waited_for, daemon=True).start()
+
+
 @pytest.fixture
 def traced(
     server_factory: Callable[..., NATSServer], tmp_path: Path
@@ -140,7 +153,7 @@ def test_fetch_one_waits_with_a_long_pull_on_a_fresh_inbox(
 ) -> None:
     nc, js, trace = traced
     psub = js.pull_subscribe("w.x", durable="d")
-    threading.Timer(0.3, lambda: js.publish("w.x", b"late")).start()
+    publish_to_the_long_pull(js, "W", "d", "w.x", b"late")
     assert [m.data for m in psub.fetch(timeout=5)] == [b"late"]
     nc.flush()
     ops = pull_ops(client_ops(trace))
@@ -195,17 +208,6 @@ def test_fetch_that_gets_nothing_times_out_without_surfacing_statuses(
 
 def trace_lines(trace: Path) -> List[str]:
     return trace.read_text(errors="replace").splitlines()
-
-
-def publish_to_the_long_pull(js: JetStream, stream: str, durable: str, subject: str) -> None:
-    """In a thread: publish ``b"0"`` once ``durable`` has a pull waiting, so the fetch's long
-    pull gets it (a timer could fire before the no_wait pull on a loaded machine)."""
-
-    def publish_when_waited_for() -> None:
-        wait_until(lambda: js.consumer_info(stream, durable).num_waiting == 1, what="a pull")
-        js.publish(subject, b"0")
-
-    threading.Thread(target=publish_when_waited_for, daemon=True).start()
 
 
 def test_a_pull_left_early_stays_until_it_ends_and_what_it_sends_is_kept(
