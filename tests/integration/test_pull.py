@@ -253,15 +253,8 @@ def test_a_message_for_a_pull_left_early_is_not_lost_on_a_leafnode_server(
         js, ojs = nc.jetstream(), other.jetstream()
         js.add_stream(name="LF", subjects=["lf.>"])
         psub = js.pull_subscribe("lf.x", durable="w", config=ConsumerConfig(max_deliver=1))
-
-        def publish_first() -> None:
-            wait_until(lambda: ojs.consumer_info("LF", "w").num_waiting == 1, what="the pull")
-            ojs.publish("lf.x", b"first")
-
-        publisher = threading.Thread(target=publish_first)
-        publisher.start()
+        publish_to_the_long_pull(ojs, "LF", "w", "lf.x", b"first")
         first = psub.fetch(5, timeout=10)
-        publisher.join(10)
         assert [m.data for m in first] == [b"first"]
         nc.flush()  # all that fetch sent has reached the server
         ojs.publish("lf.x", b"second")
