@@ -123,10 +123,12 @@ class LongPulls:
 
     def end(self, pull: LongPull, unsub: bool) -> None:
         """Any thread: ``pull`` is over (or its time is). Its inbox is removed from the timer
-        thread, never from the reading one. A second call for it does nothing."""
-        if self.current is not pull:
-            return
-        self.current = None
+        thread, never from the reading one. A second call for it does nothing (its last
+        message on the network thread and its expiry timer can meet: hence the lock)."""
+        with self._lock:
+            if self.current is not pull:
+                return
+            self.current = None
         if self.waited:
             self._q.put(WAKE)
         core = self._core
