@@ -4,8 +4,8 @@ Reading (``spark.readStream.format("jetstream")``): an offset is ``{"seq": n}``,
 stream sequence to read, so a micro-batch is a range of stream sequences — like Kafka's
 offsets, replayable: a query restarted from its checkpoint asks for the same ranges and gets
 the same rows. Nothing is acked and no durable consumer is made; what has been read is what
-the checkpoint says. Each micro-batch is read like a batch read (direct get, or an ordered
-consumer when the stream does not allow direct get).
+the checkpoint says. Each micro-batch is read like a batch read (an ephemeral pull consumer
+per partition, or batched direct get with ``direct`` true).
 
 Options, besides the batch read's ``servers``, ``stream``, ``filter_subject`` /
 ``filter_subjects``, ``partitions`` and ``direct``: where a new query starts — ``start_seq``,
@@ -56,8 +56,9 @@ from ._options import (
     required,
 )
 from ._publish import check_duplicate_window, publish_all
-from ._ranges import SeqRange, parse_time_option, read_range, seq_at_or_after, split_range
-from ._rows import batches, msgs_from_arrow
+from ._pullrange import range_batches
+from ._ranges import SeqRange, parse_time_option, seq_at_or_after, split_range
+from ._rows import msgs_from_arrow
 
 __all__ = ["JetStreamStreamReader", "JetStreamStreamWriter", "SeqRangePartition"]
 
@@ -201,10 +202,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         lo, hi = _seq_of(start, "start"), _seq_of(end, "end") - 1
         if hi < lo:
             return []
-        if self.direct_mode == "auto":
-            direct = bool(self._state().config.allow_direct)
-        else:
-            direct = self.direct_mode == "true"
+        direct = self.direct_mode == "true"  # auto: a pull consumer, as batch reads
         parts = split_range(SeqRange(lo, hi), self.partition_count)
         return [SeqRangePartition(p.start, p.end, direct) for p in parts]
 
@@ -216,15 +214,17 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SeqRangePartition):
             raise errors.InvalidArgumentError(f"not a jetstream partition: {partition!r}")
-        msgs = read_range(
+        yield from range_batches(
             _js(self.options),
             self.stream,
-            SeqRange(partition.start, partition.end),
+            partition.start,
+            partition.end,
             self.filters,
+            self.columns,
+            self.include_headers,
             direct=partition.direct,
             timeout=self.read_timeout,
         )
-        yield from batches(msgs, self.columns, self.include_headers)
 
 
 class JetStreamStreamCommitMessage(WriterCommitMessage):
