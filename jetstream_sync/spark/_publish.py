@@ -16,31 +16,29 @@ import hashlib
 import logging
 import threading
 import warnings
-from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .. import errors
-from ..jetstream import api
 from ..jetstream.context import JetStream
-from ._rows import OutMsg
+from ._ackwindow import AckWindow, PublishResult
+from ._rows import OutMsg, columns_to_publish
 
-__all__ = ["PublishResult", "check_duplicate_window", "content_id", "publish_all"]
+__all__ = [
+    "PublishResult",
+    "RowIds",
+    "check_duplicate_window",
+    "content_id",
+    "publish_all",
+    "publish_arrow",
+]
 
 log = logging.getLogger("jetstream_sync.spark")
 
 MIN_DUPLICATE_WINDOW = 120.0  # seconds: shorter is warned about
-_PRUNE_EVERY = 4096
 
 _warned: Set[Tuple[str, str]] = set()
 _checked: Dict[Tuple[str, str, str], Optional[float]] = {}
 _warned_lock = threading.Lock()
-
-
-@dataclass
-class PublishResult:
-    published: int = 0  # messages stored by this call
-    duplicates: int = 0  # acks saying "already stored" (a retried task's earlier publishes)
 
 
 def content_id(subject: str, data: bytes, headers: Optional[Dict[str, List[str]]] = None) -> str:
@@ -58,12 +56,71 @@ def content_id(subject: str, data: bytes, headers: Optional[Dict[str, List[str]]
     return h.hexdigest()
 
 
-def _settle(fut: Future[api.PubAck], result: PublishResult) -> None:
-    ack = fut.result(0)  # raises the publish's error
-    if ack.duplicate:
-        result.duplicates += 1
-    else:
-        result.published += 1
+class RowIds:
+    """The ``Nats-Msg-Id`` of each row of one partition: the row's own ``msg_id`` when it
+    has one, else ``<prefix>-<content digest>`` (``-<k>`` for the k-th repeat of the same
+    content in the partition); ``prefix`` None: no id for rows without their own.
+
+    The same rows in any order get the same ids, so a retried task is de-duplicated.
+    Memory: one entry per distinct message of the partition.
+    """
+
+    def __init__(self, prefix: Optional[str]) -> None:
+        self._prefix = None if prefix is None else (prefix + "-").encode()
+        self._seen: Dict[str, int] = {}  # digest -> copies so far
+        self._heads: Dict[str, bytes] = {}  # subject -> what its digest starts with
+
+    def of(
+        self,
+        subjects: Sequence[str],
+        datas: Sequence[bytes],
+        headers: Optional[Sequence[Optional[Dict[str, List[str]]]]] = None,
+        given: Optional[Sequence[Optional[str]]] = None,
+    ) -> List[Optional[bytes]]:
+        prefix = self._prefix
+        n = len(subjects)
+        if given is not None and None not in given:
+            return [_checked_id(v) for v in given]
+        if prefix is None:
+            if given is None:
+                return [None] * n
+            return [None if v is None else _checked_id(v) for v in given]
+        seen = self._seen
+        heads = self._heads
+        blake2b = hashlib.blake2b
+        out: List[Optional[bytes]] = []
+        append = out.append
+        for i, subject in enumerate(subjects):
+            if given is not None and given[i] is not None:
+                append(_checked_id(given[i]))
+                continue
+            extra = headers[i] if headers is not None else None
+            if extra:
+                digest = content_id(subject, datas[i], extra)
+            else:  # content_id without headers, in one call
+                head = heads.get(subject)
+                if head is None:
+                    head = heads[subject] = subject.encode() + b"\0\0"
+                digest = blake2b(head + datas[i], digest_size=16).hexdigest()
+            copies = seen.get(digest)
+            if copies is None:
+                seen[digest] = 1
+                append(prefix + digest.encode())
+            else:
+                seen[digest] = copies + 1
+                append(b"%b%b-%d" % (prefix, digest.encode(), copies))
+        return out
+
+
+def _checked_id(value: Optional[str]) -> bytes:
+    if not value or "\r" in value or "\n" in value:
+        raise errors.InvalidArgumentError(
+            f"a msg_id must be a non-empty string on one line, got {value!r}"
+        )
+    return value.encode()
+
+
+_ROWS_PER_ADD = 4096
 
 
 def publish_all(
@@ -72,38 +129,52 @@ def publish_all(
     id_prefix: Optional[str],
     ack_timeout: float = 60.0,
 ) -> PublishResult:
-    """Publish ``msgs`` and wait for every ack; raise the first failed publish's error.
+    """Publish ``msgs`` (rows: subject, data, headers, msg_id) and wait for every ack;
+    raise the first failed publish's error. Ids: :class:`RowIds`."""
+    ids = RowIds(id_prefix)
+    with AckWindow(js, ack_timeout=ack_timeout) as window:
+        chunk: List[OutMsg] = []
+        for msg in msgs:
+            chunk.append(msg)
+            if len(chunk) >= _ROWS_PER_ADD:
+                _add_rows(window, ids, chunk)
+                chunk = []
+        if chunk:
+            _add_rows(window, ids, chunk)
+        return window.finish()
 
-    A message without its own id gets ``<id_prefix>-<content digest>`` (``-<k>`` added for
-    the k-th repeat of the same content in ``msgs``): the same messages in any order give
-    the same ids, so a retry is de-duplicated. ``id_prefix`` None and no id: no
-    ``Nats-Msg-Id`` at all. Memory: one entry per distinct message of the partition.
-    """
-    result = PublishResult()
-    pending: List[Future[api.PubAck]] = []
-    seen: Dict[str, int] = {}  # digest -> copies so far
-    for subject, data, headers, msg_id in msgs:
-        if msg_id is None and id_prefix is not None:
-            digest = content_id(subject, data, headers)
-            copies = seen.get(digest, 0)
-            seen[digest] = copies + 1
-            msg_id = f"{id_prefix}-{digest}-{copies}" if copies else f"{id_prefix}-{digest}"
-        pending.append(js.publish_async(subject, data, headers=headers, msg_id=msg_id))
-        if len(pending) >= _PRUNE_EVERY:
-            keep = []
-            for fut in pending:
-                if fut.done():
-                    _settle(fut, result)
-                else:
-                    keep.append(fut)
-            pending = keep
-    if pending:
-        js.publish_async_completed(timeout=ack_timeout)
-        for fut in pending:
-            if not fut.done():
-                raise errors.TimeoutError(f"no JetStream ack within {ack_timeout} s")
-            _settle(fut, result)
-    return result
+
+def _add_rows(window: AckWindow, ids: RowIds, chunk: List[OutMsg]) -> None:
+    subjects = [m[0] for m in chunk]
+    datas = [m[1] for m in chunk]
+    headers = [m[2] for m in chunk]
+    given = [m[3] for m in chunk]
+    some_headers = any(headers)
+    window.add(
+        subjects,
+        datas,
+        ids.of(subjects, datas, headers if some_headers else None, given),
+        headers if some_headers else None,
+    )
+
+
+def publish_arrow(
+    js: JetStream,
+    batches: Iterable[Any],
+    default_subject: Optional[str],
+    id_prefix: Optional[str],
+    ack_timeout: float = 60.0,
+) -> PublishResult:
+    """Publish Arrow record batches with the write columns (see ``_rows``), a batch at a
+    time, column by column; wait for every ack. Ids: :class:`RowIds`."""
+    ids = RowIds(id_prefix)
+    with AckWindow(js, ack_timeout=ack_timeout) as window:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            subjects, datas, headers, given = columns_to_publish(batch, default_subject)
+            window.add(subjects, datas, ids.of(subjects, datas, headers, given), headers)
+        return window.finish()
 
 
 def check_duplicate_window(

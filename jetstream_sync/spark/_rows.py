@@ -25,6 +25,7 @@ __all__ = [
     "BatchBuilder",
     "OutMsg",
     "arrow_schema",
+    "columns_to_publish",
     "msgs_from_arrow",
     "msgs_from_rows",
 ]
@@ -190,15 +191,7 @@ def msgs_from_arrow(
     """Messages to publish from Arrow RecordBatches with the write columns."""
     for batch in batches:
         names = batch.schema.names
-        if "data" not in names:
-            raise errors.InvalidArgumentError(
-                f"writing to jetstream needs a data column; the columns are {names}"
-            )
-        if "subject" not in names and not default_subject:
-            raise errors.InvalidArgumentError(
-                f"writing to jetstream needs a subject column or the subject option; the "
-                f"columns are {names}"
-            )
+        _check_write_columns(names, default_subject)
         n = batch.num_rows
         none: List[Any] = [None] * n
         subjects = batch.column("subject").to_pylist() if "subject" in names else none
@@ -212,6 +205,66 @@ def msgs_from_arrow(
                 _headers(headers[i]),
                 None if ids[i] is None else str(ids[i]),
             )
+
+
+def columns_to_publish(
+    batch: Any, default_subject: Optional[str] = None
+) -> Tuple[
+    List[str],
+    List[bytes],
+    Optional[List[Optional[Dict[str, List[str]]]]],
+    Optional[List[Optional[str]]],
+]:
+    """One Arrow RecordBatch with the write columns as lists: subjects, payloads, headers
+    (None: no row has any) and msg_ids (None: no such column). The checks and defaults of
+    :func:`msgs_from_arrow`, a column at a time instead of a row at a time."""
+    import pyarrow as pa
+
+    names = batch.schema.names
+    _check_write_columns(names, default_subject)
+    n = batch.num_rows
+    if "subject" in names:
+        subjects = batch.column("subject").cast(pa.string()).to_pylist()
+        if None in subjects or "" in subjects:
+            subjects = [_subject(v, default_subject) for v in subjects]
+    else:
+        assert default_subject is not None
+        subjects = [default_subject] * n
+    data = batch.column("data")
+    if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
+        data = data.cast(pa.binary())
+    elif not (pa.types.is_binary(data.type) or pa.types.is_large_binary(data.type)):
+        raise errors.InvalidArgumentError(
+            f"the data column must be binary or string, got {data.type}"
+        )
+    datas = data.to_pylist()
+    if None in datas:
+        datas = [b"" if v is None else v for v in datas]
+    headers: Optional[List[Optional[Dict[str, List[str]]]]] = None
+    if "headers" in names:
+        column = batch.column("headers")
+        if column.null_count < n:
+            headers = [_headers(v) for v in column.to_pylist()]
+            if not any(headers):
+                headers = None
+    given: Optional[List[Optional[str]]] = None
+    if "msg_id" in names:
+        column = batch.column("msg_id")
+        if column.null_count < n:
+            given = [None if v is None else str(v) for v in column.to_pylist()]
+    return subjects, datas, headers, given
+
+
+def _check_write_columns(names: Sequence[str], default_subject: Optional[str]) -> None:
+    if "data" not in names:
+        raise errors.InvalidArgumentError(
+            f"writing to jetstream needs a data column; the columns are {list(names)}"
+        )
+    if "subject" not in names and not default_subject:
+        raise errors.InvalidArgumentError(
+            f"writing to jetstream needs a subject column or the subject option; the "
+            f"columns are {list(names)}"
+        )
 
 
 def _field(row: Any, name: str) -> Any:

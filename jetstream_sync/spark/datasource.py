@@ -52,10 +52,10 @@ from ._options import (
     js_options,
     required,
 )
-from ._publish import check_duplicate_window, publish_all
+from ._publish import check_duplicate_window, publish_arrow
 from ._pullrange import range_batches
 from ._ranges import parse_time_option, resolve_range, split_range
-from ._rows import SCHEMA, OutMsg, msgs_from_arrow
+from ._rows import SCHEMA
 
 __all__ = [
     "JetStreamBatchReader",
@@ -302,9 +302,9 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
             return
         check_duplicate_window(_js(self.options), stream=stream, subject=self.subject)
 
-    def _messages(self, batches: Iterator[Any]) -> Iterator[OutMsg]:
-        """The messages of a partition (tests override this to inject failures)."""
-        return msgs_from_arrow(batches, self.subject)
+    def _batches(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """The Arrow batches of a partition (tests override this to inject failures)."""
+        return batches
 
     def write(self, iterator: Iterator[Any]) -> JetStreamCommitMessage:
         from pyspark import TaskContext
@@ -312,9 +312,10 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         ctx = TaskContext.get()
         partition_id = ctx.partitionId() if ctx is not None else 0
         js = _js(self.options)
-        result = publish_all(
+        result = publish_arrow(
             js,
-            self._messages(iterator),
+            self._batches(iterator),
+            self.subject,
             f"{self.write_id}-{partition_id}",
             ack_timeout=self.ack_timeout,
         )

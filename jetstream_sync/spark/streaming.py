@@ -55,10 +55,9 @@ from ._options import (
     js_options,
     required,
 )
-from ._publish import check_duplicate_window, publish_all
+from ._publish import check_duplicate_window, publish_arrow
 from ._pullrange import range_batches
 from ._ranges import SeqRange, parse_time_option, seq_at_or_after, split_range
-from ._rows import msgs_from_arrow
 
 __all__ = ["JetStreamStreamReader", "JetStreamStreamWriter", "SeqRangePartition"]
 
@@ -266,9 +265,10 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        result = publish_all(
+        result = publish_arrow(
             _js(self.options),
-            msgs_from_arrow(iterator, self.subject),
+            iterator,
+            self.subject,
             self._id_prefix(),
             ack_timeout=self.ack_timeout,
         )

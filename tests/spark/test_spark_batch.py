@@ -8,7 +8,7 @@ import json
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -144,26 +144,46 @@ def test_write(spark: Any, spark_nats: NATSServer) -> None:
 
 
 def _failing_source(flag_dir: str, fail_after: int) -> type:
-    """The data source with a writer whose first attempt of partition 0 fails after
-    ``fail_after`` messages were acknowledged. Made in a function, so Spark pickles the
-    classes by value."""
+    """The data source with a writer whose first attempt of partition 0 publishes its first
+    ``fail_after`` rows, waits until the stream holds them, and fails. Made in a function,
+    so Spark pickles the classes by value."""
+    import time
+
     from pyspark import TaskContext
 
-    from jetstream_sync.spark import _clients
     from jetstream_sync.spark.datasource import JetStreamBatchWriter, JetStreamDataSource
 
+    def _stored_data(url: str, stream: str) -> Set[bytes]:
+        """The payloads ``stream`` holds now."""
+        with nats.connect(url) as nc:
+            js = nc.jetstream()
+            last = js.stream_info(stream).state.last_seq
+            if last == 0:
+                return set()
+            oc = js.ordered_consumer(stream)
+            try:
+                return {m.data for m in oc.fetch(last, 10)}
+            finally:
+                oc.delete()
+
     class FailingWriter(JetStreamBatchWriter):
-        def _messages(self, batches: Iterator[Any]) -> Iterator[Any]:
+        def _batches(self, batches: Iterator[Any]) -> Iterator[Any]:
             ctx = TaskContext.get()
             assert ctx is not None
             fail = ctx.partitionId() == 0 and ctx.attemptNumber() == 0
-            for i, msg in enumerate(super()._messages(batches)):
-                if fail and i == fail_after:
-                    js = _clients.jetstream(self.options["servers"], {})
-                    js.publish_async_completed(timeout=30)
-                    Path(flag_dir, "failed-once").write_text(str(i))
-                    raise RuntimeError("injected failure after acknowledged publishes")
-                yield msg
+            for batch in super()._batches(batches):
+                if not fail:
+                    yield batch
+                    continue
+                first = batch.slice(0, fail_after)
+                yield first  # published (written out) before the next batch is asked for
+                want = set(first.column("data").to_pylist())
+                deadline = time.monotonic() + 30
+                while not want <= _stored_data(self.options["servers"], "WF"):
+                    assert time.monotonic() < deadline, "the first rows were never stored"
+                    time.sleep(0.1)
+                Path(flag_dir, "failed-once").write_text(str(len(want)))
+                raise RuntimeError("injected failure after acknowledged publishes")
 
     class FailingSource(JetStreamDataSource):
         @classmethod

@@ -1,0 +1,281 @@
+"""Publishing a partition through a window of JetStream acks, a batch of rows at a time.
+
+``js.publish_async`` is general: per message it checks the subject and the reply, encodes
+headers, makes a future and parses a PubAck. A Spark partition needs less: its subjects
+repeat (each is checked once), every message carries one header (``Nats-Msg-Id``), and all
+it needs back is "stored", "duplicate" or the first error. So :class:`AckWindow` builds the
+``HPUB`` frames of a whole batch with one template, writes them in a few large writes, and a
+hook on the reading thread only collects the acks, which the caller counts between batches.
+
+What keeps it exactly-once: every message has its id (``_publish.row_ids``) and stays in
+the window, its frame kept, until its ack came. After a reconnect, or when acks stop coming
+for a while, every frame still in the window is sent again: the stream drops the copies
+that it had stored already (within its duplicate window) and acks them as duplicates.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from .. import errors
+from .._protocol import check_publish_subject
+from .._seam import raw_headers
+from ..jetstream.context import JetStream
+from ..jetstream.publish import pub_ack
+from ..msg import HeadersLike, Msg, encode_headers
+
+__all__ = ["AckWindow", "PublishResult"]
+
+WINDOW = 16_384  # messages awaiting their ack
+WINDOW_BYTES = 32 * 1024 * 1024  # and their frames' bytes
+WRITE_CHUNK = 256 * 1024  # frames go to the connection in writes of about this size
+_RESEND_AFTER = 5.0  # seconds without an ack while some are missing: send them again
+_BIG = 1 << 40
+_ID_HEADER = b"NATS/1.0\r\nNats-Msg-Id: "
+_FRAME = b"%b%d %d %d\r\n%b%b%b\r\n"  # prefix, token, hlen, total, id header, id end, data
+_ID_END = b"\r\n\r\n"
+_NO_ID = b"NATS/1.0\r\n\r\n"  # a message without an id still goes as HPUB: one template
+_DUPLICATE = b'"duplicate"'  # in a PubAck only when true
+
+
+class PublishResult:
+    __slots__ = ("duplicates", "published")
+
+    def __init__(self, published: int = 0, duplicates: int = 0) -> None:
+        self.published = published  # messages stored by this call
+        self.duplicates = duplicates  # acks saying "already stored" (an earlier attempt's)
+
+    def __repr__(self) -> str:
+        return f"PublishResult(published={self.published}, duplicates={self.duplicates})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PublishResult) and (self.published, self.duplicates) == (
+            other.published,
+            other.duplicates,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class AckWindow:
+    """One partition's publishes; use as a context manager, :meth:`add` batches, then
+    :meth:`finish` to wait for every ack."""
+
+    def __init__(
+        self,
+        js: JetStream,
+        ack_timeout: float = 60.0,
+        window: int = WINDOW,
+        window_bytes: int = WINDOW_BYTES,
+    ) -> None:
+        self._js = js
+        self._core = js._core
+        self._ack_timeout = ack_timeout
+        self._window = max(1, window)
+        self._window_bytes = window_bytes
+        inbox = js.nc.new_inbox()
+        self._reply = inbox.encode() + b"."
+        self._reply_len = len(inbox) + 1
+        self._prefixes: Dict[str, bytes] = {}  # subject -> b"HPUB <subject> <inbox>."
+        self._frames: Dict[int, bytes] = {}  # token -> frame, until its ack
+        self._frame_bytes = 0
+        self._token = 0
+        self._acks: List[Msg] = []  # appended by the hook, taken by the caller
+        self._wake = threading.Event()
+        self._resend = False  # a reconnect: frames in flight may be lost
+        self.result = PublishResult()
+        self._sub = self._core.subscribe(
+            inbox + ".*", None, None, None, _BIG, _BIG, hook=self._on_ack
+        )
+        self._core.add_reconnect_hook(self._on_reconnect)
+
+    def __enter__(self) -> AckWindow:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._core.remove_reconnect_hook(self._on_reconnect)
+        try:
+            self._core.unsubscribe(self._sub)
+        except errors.NATSError:
+            pass  # closed: nothing more comes anyway
+
+    # --- the reading thread ---------------------------------------------------------------
+
+    def _on_ack(self, msg: Msg) -> bool:
+        self._acks.append(msg)
+        self._wake.set()
+        return True
+
+    def _on_reconnect(self) -> None:
+        self._resend = True
+        self._wake.set()
+
+    # --- the caller -----------------------------------------------------------------------
+
+    def add(
+        self,
+        subjects: Sequence[str],
+        datas: Sequence[bytes],
+        ids: Sequence[Optional[bytes]],
+        headers: Optional[Sequence[Optional[Mapping[str, List[str]]]]] = None,
+    ) -> None:
+        """Publish one batch of messages (columns of equal length); waits while the window
+        is full. ``ids``: each message's ``Nats-Msg-Id`` (None: none)."""
+        prefixes = self._prefixes
+        frames = self._frames
+        token = self._token
+        out: List[bytes] = []
+        size = 0
+        for i, subject in enumerate(subjects):
+            prefix = prefixes.get(subject)
+            if prefix is None:
+                prefix = self._prefix(subject)
+            data = datas[i]
+            msg_id = ids[i]
+            extra = headers[i] if headers is not None else None
+            if extra:
+                block = encode_headers(_with_id(extra, msg_id))
+                frame = _FRAME % (
+                    prefix,
+                    token,
+                    len(block),
+                    len(block) + len(data),
+                    block,
+                    b"",
+                    data,
+                )
+            elif msg_id is None:
+                frame = _FRAME % (prefix, token, 12, 12 + len(data), _NO_ID, b"", data)
+            else:
+                hlen = 27 + len(msg_id)
+                frame = _FRAME % (
+                    prefix,
+                    token,
+                    hlen,
+                    hlen + len(data),
+                    _ID_HEADER + msg_id,
+                    _ID_END,
+                    data,
+                )
+            frames[token] = frame
+            token += 1
+            out.append(frame)
+            size += len(frame)
+            if size >= WRITE_CHUNK:
+                self._write(out, size)
+                out = []
+                size = 0
+                self._token = token
+                self._room()
+        self._token = token
+        if out:
+            self._write(out, size)
+        self._room()
+
+    def finish(self) -> PublishResult:
+        """Wait for every ack (sending again what a reconnect or a long silence may have
+        lost); raise the first failed publish's error, TimeoutError after ``ack_timeout``
+        without any ack."""
+        self._wait_until(0)
+        return self.result
+
+    def _prefix(self, subject: str) -> bytes:
+        check_publish_subject(subject)
+        prefix = b"HPUB %b %b" % (subject.encode(), self._reply)
+        self._prefixes[subject] = prefix
+        return prefix
+
+    def _write(self, frames: List[bytes], size: int) -> None:
+        blob = b"".join(frames)
+        self._frame_bytes += size
+        self._core.send_frame(blob, size)
+
+    def _room(self) -> None:
+        """Count the acks that came; wait while the window is full."""
+        self._count()
+        if len(self._frames) > self._window or self._frame_bytes > self._window_bytes:
+            self._wait_until(self._window // 2)
+
+    def _wait_until(self, left: int) -> None:
+        last_ack = time.monotonic()
+        resent = False
+        while True:
+            if self._count():
+                last_ack = time.monotonic()
+            if len(self._frames) <= left:
+                return
+            now = time.monotonic()
+            silent = now - last_ack
+            if silent > self._ack_timeout:
+                raise errors.TimeoutError(
+                    f"no JetStream ack within {self._ack_timeout:g} s; {len(self._frames)} "
+                    "message(s) unacknowledged"
+                )
+            if self._resend or (silent > _RESEND_AFTER and not resent):
+                self._resend = False
+                resent = True  # once per silence: the copies are dropped as duplicates
+                self._send_again()
+            self._wake.wait(min(0.25, self._ack_timeout - silent))
+            self._wake.clear()
+
+    def _send_again(self) -> None:
+        frames = list(self._frames.values())
+        for lo in range(0, len(frames), 1024):
+            chunk = frames[lo : lo + 1024]
+            self._core.send_frame(b"".join(chunk), sum(map(len, chunk)))
+
+    def _count(self) -> int:
+        """Take the acks that came: count stored and duplicates, free their frames; raise
+        the first error. Returns how many were taken."""
+        acks = self._acks
+        n = len(acks)
+        if not n:
+            return 0
+        taken = acks[:n]
+        del acks[:n]  # atomic: the hook may append meanwhile, at the end
+        frames = self._frames
+        cut = self._reply_len
+        result = self.result
+        freed = 0
+        for msg in taken:
+            try:
+                token = int(msg.subject[cut:])
+            except ValueError:
+                continue
+            frame = frames.pop(token, None)
+            if frame is None:
+                continue  # the ack of a copy sent again: counted once already
+            freed += len(frame)
+            data = msg.data
+            if raw_headers(msg) is not None:  # a status: 503 when no stream has the subject
+                raise errors.NoStreamResponseError(
+                    f"no stream answered a publish (status in {raw_headers(msg)!r})"
+                )
+            if b'"error"' in data:
+                pub_ack(data, "a Spark partition's publish")  # raises the API error
+            if _DUPLICATE in data and _is_duplicate(data):
+                result.duplicates += 1
+            else:
+                result.published += 1
+        self._frame_bytes -= freed
+        return n
+
+
+def _is_duplicate(ack: bytes) -> bool:
+    """Whether a PubAck says ``"duplicate": true`` (nats-server 2.15 writes a space there;
+    the field is left out when false)."""
+    rest = ack[ack.index(_DUPLICATE) + len(_DUPLICATE) :].lstrip(b": \t")
+    return rest.startswith(b"true")
+
+
+def _with_id(headers: Mapping[str, List[str]], msg_id: Optional[bytes]) -> HeadersLike:
+    if msg_id is None:
+        return headers
+    merged = {key: list(values) for key, values in headers.items()}
+    merged["Nats-Msg-Id"] = [msg_id.decode()]
+    return merged
