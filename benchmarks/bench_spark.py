@@ -1,22 +1,30 @@
-"""Spark benchmarks: the ``jetstream`` data source against a naive connection per row.
+"""Spark benchmarks: the ``jetstream`` data source against the limits of its path, in one run.
 
 Usage::
 
     python benchmarks/bench_spark.py [--quick]
     python -m benchmarks.bench_spark [--quick]
-    python benchmarks/bench_spark.py --n 50000 --runs 2 --partitions 4
+    python benchmarks/bench_spark.py --n 100000 --rounds 5 --partitions 2
 
 One embedded nats-server with JetStream on and one SparkSession (``local[2]``) in this
-process serve every measurement. Batch read: a memory stream (``allow_direct``) preloaded,
-untimed, with N messages of 128 B, read with ``spark.read.format("jetstream")`` and summed
-(``count(*)``, ``sum(length(data))``: the payloads must really be read). Batch write: N rows
-of (subject, data) made by ``spark.range(N)`` and saved with ``df.write.format("jetstream")``
-into a fresh stream each run. The naive baseline is what a user writes without the data
-source: inside ``foreachPartition`` (write) or an RDD ``map`` over ``spark.range`` (read),
-one new connection per row (``connect()``, one ``publish`` or ``get_msg``, ``close()``); it
-is slow, so it runs on a smaller N (N/20, at least 1,000): rows/s compare all the same.
-Every result is checked (rows, bytes, messages stored); the exit status is non-zero when a
-check failed. See benchmarks/README.md.
+process serve every measurement. Each path is measured against the most anything could do
+on the same machine, in the same run:
+
+- **batch read**: ``spark.read.format("jetstream")`` over a preloaded memory stream of N
+  messages of 128 B, ``select(count(*), sum(length(data)))``. Limits: the Python Data
+  Source API's (``jss_memory``, a source that yields the same rows as Arrow batches from
+  memory: ``_spark_limits.py``) and the client's (this process reads the same range with
+  the reader's own code, ``pull_batches``, no Spark).
+- **batch write**: N rows of (subject, data) from ``spark.range`` saved with
+  ``df.write.format("jetstream")`` into a fresh stream. Limits: the API's (a row writer and
+  an Arrow writer that consume every row and send nothing) and the client's (this process
+  publishes the same rows with the sink's own code, ``publish_all``, ids included).
+- **streaming copy**: ``readStream.format("jetstream")`` of the preloaded stream with
+  ``Trigger.AvailableNow``, written to another stream and to parquet.
+
+"of limit" is ours / the lowest limit. Every figure is the median of the rounds, the paths
+interleaved round by round; every run is checked (rows, bytes, messages stored) and the exit
+status is non-zero when a check failed. See benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -25,39 +33,37 @@ import argparse
 import faulthandler
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from _harness import _cores, _cpu_model, _fmt_int, _server_version, _version, proc_cpu
+from _harness import _cores, _cpu_model, _fmt_int, _server_version, _version, median
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 MSG_SIZE = 128
 PAYLOAD = b"x" * MSG_SIZE
+SUBJECTS = 16
 API_TIMEOUT = 10.0  # stream create, info, delete (driver side)
-PRELOAD_TIMEOUT = 120.0  # the acks of the preloading publish_async
-WARMUP_ROWS = 1_000  # the untimed warm-up read and write through the data source
-NAIVE_WARMUP_ROWS = 50  # and through the naive baseline
+PRELOAD_TIMEOUT = 120.0
+READ_STREAM, READ_PREFIX = "BENCH_SPARK_READ", "bench.spark.r"
 
 
 @dataclass(frozen=True)
 class Sizes:
-    n: int  # rows per data-source run
-    runs: int  # data-source runs (best of)
-    naive_runs: int  # naive runs (best of)
+    n: int  # rows per run
+    rounds: int
     deadline: float  # the whole script: after this, every thread's stack and exit 1
 
-    @property
-    def naive_n(self) -> int:
-        return max(1_000, self.n // 20)
+
+FULL = Sizes(n=200_000, rounds=3, deadline=1_800.0)
+QUICK = Sizes(n=20_000, rounds=1, deadline=600.0)
 
 
-FULL = Sizes(n=200_000, runs=3, naive_runs=2, deadline=1_500.0)
-QUICK = Sizes(n=20_000, runs=1, naive_runs=1, deadline=600.0)
-
-
-# --- the server side: CPU time, streams ----------------------------------------------------
+# --- the server side: streams ------------------------------------------------------------------
 
 
 class Admin:
@@ -72,16 +78,8 @@ class Admin:
     def fresh_stream(self, name: str, subject: str) -> None:
         import jetstream_sync
 
-        try:
-            self.js.delete_stream(name)
-        except jetstream_sync.StreamNotFoundError:
-            pass
-        self.js.add_stream(
-            name=name,
-            subjects=[subject],
-            storage=jetstream_sync.StorageType.MEMORY,
-            allow_direct=True,
-        )
+        self.delete(name)
+        self.js.add_stream(name=name, subjects=[subject], storage=jetstream_sync.StorageType.MEMORY)
 
     def stored(self, name: str) -> int:
         return int(self.js.stream_info(name).state.messages)
@@ -95,10 +93,10 @@ class Admin:
             pass
 
     def preload(self, name: str, subject_prefix: str, n: int) -> None:
-        """A fresh stream of ``n`` messages of MSG_SIZE bytes on 16 subjects."""
+        """A fresh stream of ``n`` messages of MSG_SIZE bytes on SUBJECTS subjects."""
         self.fresh_stream(name, f"{subject_prefix}.>")
-        subjects = [f"{subject_prefix}.{i}" for i in range(16)]
-        futures = [self.js.publish_async(subjects[i % 16], PAYLOAD) for i in range(n)]
+        subjects = [f"{subject_prefix}.{i}" for i in range(SUBJECTS)]
+        futures = [self.js.publish_async(subjects[i % SUBJECTS], PAYLOAD) for i in range(n)]
         self.js.publish_async_completed(timeout=PRELOAD_TIMEOUT)
         failed = sum(1 for fut in futures if fut.exception(0) is not None)
         stored = self.stored(name)
@@ -114,10 +112,14 @@ class Admin:
 
 def make_session(cores: int) -> Any:
     """One local session as tests/spark/conftest.py builds it, but ``local[N]`` without task
-    retries: a failed task fails the run instead of being hidden in its time."""
+    retries: a failed task fails the run instead of being hidden in its time. The workers
+    can import ``_spark_limits`` (this folder is on their PYTHONPATH)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    path = os.environ.get("PYTHONPATH", "")
+    if HERE not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = HERE + (os.pathsep + path if path else "")
     from pyspark.sql import SparkSession
 
     import jetstream_sync.spark
@@ -149,14 +151,13 @@ def _java_version(spark: Any) -> str:
         return f"unknown ({exc})"
 
 
-# --- one measured run ------------------------------------------------------------------------
+# --- one measured run of each path -------------------------------------------------------------
 
 
 @dataclass
-class RunResult:
+class Run:
     seconds: float
-    rows: int  # rows the run handled (read: counted; write: stored in the stream)
-    server_cpu: Optional[float] = None
+    rows: int
     problems: List[str] = field(default_factory=list)
 
     @property
@@ -164,438 +165,370 @@ class RunResult:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
 
 
-class Clock:
-    def __init__(self, server_pid: Optional[int]) -> None:
-        self.pid = server_pid
-        self.server0 = proc_cpu(server_pid)
-        self.t0 = time.perf_counter()
-        self.seconds = 0.0
-        self.server: Optional[float] = None
-
-    def stop(self) -> None:
-        self.seconds = time.perf_counter() - self.t0
-        server = proc_cpu(self.pid)
-        if server is not None and self.server0 is not None:
-            self.server = server - self.server0
-
-
-def read_source(
-    spark: Any, url: str, stream: str, n: int, partitions: int, server_pid: Optional[int]
-) -> RunResult:
-    """Read ``stream`` (which holds ``n`` messages) through the data source. Timed: from
-    ``load()`` to the aggregate's row on the driver."""
+def _sum_read(df: Any, n: int) -> Tuple[int, List[str]]:
+    """``select(count(*), sum(length(data)))`` of ``df``, checked against ``n`` rows."""
     from pyspark.sql import functions as F
 
-    clock = Clock(server_pid)
-    df = (
-        spark.read.format("jetstream")
-        .option("servers", url)
-        .option("stream", stream)
-        .option("partitions", str(partitions))
-        .load()
-    )
     row = df.select(F.count(F.lit(1)).alias("rows"), F.sum(F.length("data")).alias("bytes")).first()
-    clock.stop()
     rows, size = int(row["rows"]), int(row["bytes"] or 0)
-    result = RunResult(clock.seconds, rows, clock.server)
+    problems = []
     if rows != n:
-        result.problems.append(f"{rows:,} rows read, not {n:,}")
+        problems.append(f"{rows:,} rows read, not {n:,}")
     if size != n * MSG_SIZE:
-        result.problems.append(f"{size:,} payload bytes read, not {n * MSG_SIZE:,}")
-    return result
+        problems.append(f"{size:,} payload bytes read, not {n * MSG_SIZE:,}")
+    return rows, problems
 
 
-def _naive_reader(url: str, stream: str) -> Callable[[Any], int]:
-    """The function a user maps over the sequences: a connection per row. Self-contained:
-    cloudpickle sends it, with ``url`` and ``stream``, to the Python workers."""
+class Bench:
+    def __init__(self, spark: Any, url: str, admin: Admin, n: int, partitions: int) -> None:
+        self.spark, self.url, self.admin, self.n, self.partitions = (
+            spark,
+            url,
+            admin,
+            n,
+            partitions,
+        )
+        self.tmp = tempfile.mkdtemp(prefix="bench-spark-")
+        self.runs = 0
 
-    def payload_length(row: Any) -> int:
-        import jetstream_sync
+    def _tag(self) -> str:
+        self.runs += 1
+        return f"t{self.runs}"
 
-        with jetstream_sync.connect(url) as nc:
-            return len(nc.jetstream().get_msg(stream, seq=int(row.id)).data)
+    # batch read
 
-    return payload_length
+    def read_ours(self) -> Run:
+        t0 = time.perf_counter()
+        df = (
+            self.spark.read.format("jetstream")
+            .option("servers", self.url)
+            .option("stream", READ_STREAM)
+            .option("partitions", str(self.partitions))
+            .load()
+        )
+        rows, problems = _sum_read(df, self.n)
+        return Run(time.perf_counter() - t0, rows, problems)
+
+    def read_api_limit(self) -> Run:
+        t0 = time.perf_counter()
+        df = (
+            self.spark.read.format("jss_memory")
+            .option("n", str(self.n))
+            .option("partitions", str(self.partitions))
+            .option("size", str(MSG_SIZE))
+            .load()
+        )
+        rows, problems = _sum_read(df, self.n)
+        return Run(time.perf_counter() - t0, rows, problems)
+
+    def read_client_limit(self) -> Run:
+        """The same range, read by the source's own code in this process: no Spark."""
+        from jetstream_sync.spark._pullrange import pull_batches
+        from jetstream_sync.spark._rows import COLUMNS
+
+        js = self.admin.js
+        t0 = time.perf_counter()
+        rows = size = 0
+        for batch in pull_batches(js, READ_STREAM, 1, self.n, None, COLUMNS):
+            rows += batch.num_rows
+            size += batch.column("data").nbytes  # (offsets included: checked loosely)
+        run = Run(time.perf_counter() - t0, rows)
+        if rows != self.n or size < self.n * MSG_SIZE:
+            run.problems.append(f"{rows:,} rows ({size:,} bytes) read, not {self.n:,}")
+        return run
+
+    # batch write
+
+    def _rows(self, prefix: str) -> Any:
+        return self.spark.range(0, self.n, 1, self.partitions).selectExpr(
+            f"concat('{prefix}.', cast(id % {SUBJECTS} as string)) as subject",
+            f"cast(lpad(cast(id as string), {MSG_SIZE}, 'x') as binary) as data",
+        )
+
+    def _write_to_stream(self, save: Callable[[Any, str], None]) -> Run:
+        tag = self._tag()
+        stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
+        self.admin.fresh_stream(stream, f"{prefix}.>")
+        try:
+            df = self._rows(prefix)
+            t0 = time.perf_counter()
+            save(df, prefix)
+            seconds = time.perf_counter() - t0
+            stored = self.admin.stored(stream)
+            run = Run(seconds, stored)
+            if stored != self.n:
+                run.problems.append(f"the stream holds {stored:,} messages, not {self.n:,}")
+            return run
+        finally:
+            self.admin.delete(stream)
+
+    def write_ours(self) -> Run:
+        def save(df: Any, prefix: str) -> None:
+            df.write.format("jetstream").option("servers", self.url).mode("append").save()
+
+        return self._write_to_stream(save)
+
+    def _write_discard(self, fmt: str) -> Run:
+        df = self._rows("bench.spark.d")
+        t0 = time.perf_counter()
+        df.write.format(fmt).mode("append").save()
+        return Run(time.perf_counter() - t0, self.n)  # the writers count; Spark checks tasks
+
+    def write_api_rows_limit(self) -> Run:
+        return self._write_discard("jss_discard")
+
+    def write_api_arrow_limit(self) -> Run:
+        return self._write_discard("jss_discard_arrow")
+
+    def write_client_limit(self) -> Run:
+        """The same rows, published by the sink's own code in this process: no Spark."""
+        from jetstream_sync.spark._publish import publish_all
+
+        tag = self._tag()
+        stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
+        self.admin.fresh_stream(stream, f"{prefix}.>")
+        try:
+            subjects = [f"{prefix}.{i % SUBJECTS}" for i in range(self.n)]
+            msgs = [
+                (subjects[i], str(i).rjust(MSG_SIZE, "x").encode(), None, None)
+                for i in range(self.n)
+            ]
+            t0 = time.perf_counter()
+            publish_all(self.admin.js, msgs, f"bench-{tag}-0")
+            seconds = time.perf_counter() - t0
+            stored = self.admin.stored(stream)
+            run = Run(seconds, stored)
+            if stored != self.n:
+                run.problems.append(f"the stream holds {stored:,} messages, not {self.n:,}")
+            return run
+        finally:
+            self.admin.delete(stream)
+
+    # streaming copy
+
+    def _stream_source(self) -> Any:
+        return (
+            self.spark.readStream.format("jetstream")
+            .option("servers", self.url)
+            .option("stream", READ_STREAM)
+            .option("partitions", str(self.partitions))
+            .load()
+        )
+
+    def copy_to_stream(self) -> Run:
+        def save(df: Any, prefix: str) -> None:
+            checkpoint = os.path.join(self.tmp, f"cp-{prefix}")
+            query = (
+                self._stream_source()
+                .selectExpr(f"concat('{prefix}.', subject) as subject", "data")
+                .writeStream.format("jetstream")
+                .option("servers", self.url)
+                .option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
+
+        return self._write_to_stream(save)
+
+    def copy_to_parquet(self) -> Run:
+        tag = self._tag()
+        out = os.path.join(self.tmp, f"pq-{tag}")
+        t0 = time.perf_counter()
+        query = (
+            self._stream_source()
+            .select("subject", "data", "stream_seq", "timestamp")
+            .writeStream.format("parquet")
+            .option("path", out)
+            .option("checkpointLocation", os.path.join(self.tmp, f"cp-{tag}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        seconds = time.perf_counter() - t0
+        rows = self.spark.read.parquet(out).count()
+        run = Run(seconds, rows)
+        if rows != self.n:
+            run.problems.append(f"{rows:,} rows in parquet, not {self.n:,}")
+        shutil.rmtree(out, ignore_errors=True)
+        return run
+
+    def close(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def read_naive(
-    spark: Any, url: str, stream: str, n: int, partitions: int, server_pid: Optional[int]
-) -> RunResult:
-    """Sequences 1..n of ``stream``, each got on a new connection in an RDD ``map``."""
-    clock = Clock(server_pid)
-    size = int(spark.range(1, n + 1, 1, partitions).rdd.map(_naive_reader(url, stream)).sum())
-    clock.stop()
-    result = RunResult(clock.seconds, size // MSG_SIZE, clock.server)
-    if size != n * MSG_SIZE:
-        result.problems.append(f"{size:,} payload bytes read, not {n * MSG_SIZE:,}")
-    return result
+# --- the plan, the rounds, the report ----------------------------------------------------------
 
-
-def _rows_to_write(spark: Any, n: int, partitions: int, subject_prefix: str) -> Any:
-    """``n`` rows (subject string on 16 subjects, data binary of MSG_SIZE bytes: the row's id
-    padded with 'x')."""
-    return spark.range(0, n, 1, partitions).selectExpr(
-        f"concat('{subject_prefix}.', cast(id % 16 as string)) as subject",
-        f"cast(lpad(cast(id as string), {MSG_SIZE}, 'x') as binary) as data",
-    )
-
-
-def _write_run(
-    spark: Any,
-    admin: Admin,
-    tag: str,
-    n: int,
-    partitions: int,
-    server_pid: Optional[int],
-    save: Callable[[Any], None],
-) -> RunResult:
-    """``n`` rows written by ``save(df)`` into a fresh stream (made and deleted untimed).
-    Timed: ``save``; checked: the stream holds ``n``."""
-    stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
-    admin.fresh_stream(stream, f"{prefix}.>")
-    try:
-        df = _rows_to_write(spark, n, partitions, prefix)
-        clock = Clock(server_pid)
-        save(df)
-        clock.stop()
-        return _check_written(admin, stream, n, clock)
-    finally:
-        admin.delete(stream)
-
-
-def write_source(
-    spark: Any,
-    admin: Admin,
-    url: str,
-    tag: str,
-    n: int,
-    partitions: int,
-    server_pid: Optional[int],
-) -> RunResult:
-    """Save ``n`` rows through the data source."""
-
-    def save(df: Any) -> None:
-        df.write.format("jetstream").option("servers", url).mode("append").save()
-
-    return _write_run(spark, admin, tag, n, partitions, server_pid, save)
-
-
-def _naive_writer(url: str) -> Callable[[Iterator[Any]], None]:
-    """The function a user hands to ``foreachPartition``: a connection per row."""
-
-    def publish_rows(rows: Iterator[Any]) -> None:
-        import jetstream_sync
-
-        for row in rows:
-            with jetstream_sync.connect(url) as nc:
-                nc.jetstream().publish(row.subject, bytes(row.data))
-
-    return publish_rows
-
-
-def write_naive(
-    spark: Any,
-    admin: Admin,
-    url: str,
-    tag: str,
-    n: int,
-    partitions: int,
-    server_pid: Optional[int],
-) -> RunResult:
-    """``n`` rows published from ``foreachPartition``, a new connection for each."""
-    writer = _naive_writer(url)
-    return _write_run(
-        spark, admin, tag, n, partitions, server_pid, lambda df: df.foreachPartition(writer)
-    )
-
-
-def _check_written(admin: Admin, stream: str, n: int, clock: Clock) -> RunResult:
-    stored = admin.stored(stream)
-    result = RunResult(clock.seconds, stored, clock.server)
-    if stored != n:
-        result.problems.append(f"the stream holds {stored:,} messages, not {n:,}")
-    return result
-
-
-# --- the whole benchmark ---------------------------------------------------------------------
-
-
-@dataclass
-class Series:
-    """The runs of one (operation, method)."""
-
-    n: int
-    runs: List[RunResult] = field(default_factory=list)
-    errors: List[str] = field(default_factory=list)
-
-    def best(self) -> Optional[RunResult]:
-        good = [r for r in self.runs if not r.problems]
-        return max(good, key=lambda r: r.rate) if good else None
-
-    def problems(self) -> List[str]:
-        out = list(self.errors)
-        for i, run in enumerate(self.runs, 1):
-            out += [f"run {i}: {p}" for p in run.problems]
-        return out
-
-
-OPS = ("read", "write")
-METHODS = ("source", "naive")
-Key = Tuple[str, str]  # (operation, method)
+# (row of the table, column, label, method name)
+PLAN: List[Tuple[str, str, str]] = [
+    ("batch read", "ours", "read_ours"),
+    ("batch read", "api", "read_api_limit"),
+    ("batch read", "client", "read_client_limit"),
+    ("batch write", "ours", "write_ours"),
+    ("batch write", "api_rows", "write_api_rows_limit"),
+    ("batch write", "api", "write_api_arrow_limit"),
+    ("batch write", "client", "write_client_limit"),
+    ("streaming copy, stream to stream", "ours", "copy_to_stream"),
+    ("streaming copy, stream to parquet", "ours", "copy_to_parquet"),
+]
+ROWS = [
+    "batch read",
+    "batch write",
+    "streaming copy, stream to stream",
+    "streaming copy, stream to parquet",
+]
+Key = Tuple[str, str]
 
 
 def _progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _attempt(
-    series: Series, label: str, fn: Callable[[int, int], RunResult], n: int, i: int = 0
-) -> None:
-    """One run, ``fn(n, i)``; an exception is recorded (its traceback goes to stderr), not
-    raised."""
+def _attempt(label: str, fn: Callable[[], Run], problems: List[str]) -> Optional[Run]:
     started = time.monotonic()
     try:
-        run = fn(n, i)
+        run = fn()
     except Exception as exc:
         tb = traceback.format_exc().strip().splitlines()
-        series.errors.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0:1]}")
+        problems.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[:1]}")
         _progress(
             f"  {label}: ERROR after {time.monotonic() - started:.1f} s\n" + "\n".join(tb[-30:])
         )
-        return
-    series.runs.append(run)
+        return None
     status = "ok" if not run.problems else "CHECK FAILED: " + "; ".join(run.problems)
+    problems.extend(f"{label}: {p}" for p in run.problems)
     _progress(
         f"  {label}: {run.rows:,} rows in {run.seconds:.2f} s = {run.rate:,.0f} rows/s  {status}"
     )
-
-
-@dataclass
-class Overheads:
-    """Seconds for a one-row read and a one-row write through the data source: the fixed
-    cost of a query (planning, a Python worker round trip per task), whatever N is."""
-
-    read: Optional[float] = None
-    write: Optional[float] = None
-
-
-def _one_row_costs(
-    spark: Any, admin: Admin, url: str, stream: str, server_pid: Optional[int], tries: int
-) -> Overheads:
-    from pyspark.sql import functions as F
-
-    costs = Overheads()
-    reads, writes = [], []
-    for i in range(tries):
-        t0 = time.perf_counter()
-        df = (
-            spark.read.format("jetstream")
-            .option("servers", url)
-            .option("stream", stream)
-            .option("end_seq", "1")
-            .load()
-        )
-        row = df.select(F.sum(F.length("data")).alias("bytes")).first()
-        if int(row["bytes"] or 0) == MSG_SIZE:
-            reads.append(time.perf_counter() - t0)
-        run = write_source(spark, admin, url, f"one_{i}", 1, 1, server_pid)
-        if not run.problems:
-            writes.append(run.seconds)
-    costs.read = min(reads) if reads else None
-    costs.write = min(writes) if writes else None
-    return costs
+    return run
 
 
 def run_all(
-    spark: Any, url: str, server_pid: Optional[int], sizes: Sizes, partitions: int
-) -> Tuple[Dict[Key, Series], Overheads]:
+    spark: Any, url: str, sizes: Sizes, partitions: int
+) -> Tuple[Dict[Key, List[float]], List[str]]:
+    import _spark_limits
+
+    _spark_limits.register(spark)
     admin = Admin(url)
-    results: Dict[Key, Series] = {}
+    rates: Dict[Key, List[float]] = {}
+    problems: List[str] = []
     try:
-        read_stream, naive_stream = "BENCH_SPARK_READ", "BENCH_SPARK_READ_NAIVE"
-        _progress(f"  preloading {sizes.n:,} + {sizes.naive_n:,} messages (untimed)")
-        admin.preload(read_stream, "bench.spark.r", sizes.n)
-        # The naive reads get a stream of their own of naive_n messages: reading the first
-        # naive_n of the big one would do as well; a stream of that size keeps the two
-        # read paths on streams of the sizes they read.
-        admin.preload(naive_stream, "bench.spark.rn", sizes.naive_n)
-
-        measure: Dict[Key, Callable[[int, int], RunResult]] = {
-            ("read", "source"): lambda n, i: read_source(
-                spark, url, read_stream, n, partitions, server_pid
-            ),
-            ("read", "naive"): lambda n, i: read_naive(
-                spark, url, naive_stream, n, partitions, server_pid
-            ),
-            ("write", "source"): lambda n, i: write_source(
-                spark, admin, url, f"s{i}", n, partitions, server_pid
-            ),
-            ("write", "naive"): lambda n, i: write_naive(
-                spark, admin, url, f"n{i}", n, partitions, server_pid
-            ),
-        }
-        _progress("  warming up (untimed): the first Python workers start here")
-        warm = Series(WARMUP_ROWS)
-        t0 = time.monotonic()
-        _attempt(
-            warm,
-            "warm-up read",
-            lambda n, i: read_source(spark, url, naive_stream, n, partitions, server_pid),
-            sizes.naive_n,
-        )
-        _attempt(
-            warm,
-            "warm-up write",
-            lambda n, i: write_source(spark, admin, url, "warmup", n, partitions, server_pid),
-            WARMUP_ROWS,
-        )
-        _attempt(warm, "warm-up naive read", measure[("read", "naive")], NAIVE_WARMUP_ROWS)
-        _attempt(
-            warm,
-            "warm-up naive write",
-            lambda n, i: write_naive(spark, admin, url, "warmup_naive", n, partitions, server_pid),
-            NAIVE_WARMUP_ROWS,
-        )
-        _progress(f"  warm-up took {time.monotonic() - t0:.1f} s")
-        if warm.problems():
-            results[("warmup", "all")] = warm
-
-        plan: List[Tuple[str, str, int, int]] = [
-            ("read", "source", sizes.n, sizes.runs),
-            ("read", "naive", sizes.naive_n, sizes.naive_runs),
-            ("write", "source", sizes.n, sizes.runs),
-            ("write", "naive", sizes.naive_n, sizes.naive_runs),
-        ]
-        for op, method, n, runs in plan:
-            series = results.setdefault((op, method), Series(n))
-            for i in range(runs):
-                label = f"{op} {method} run {i + 1}/{runs} ({n:,} rows)"
-                _attempt(series, label, measure[(op, method)], n, i)
-
-        _progress("  one-row read and write (the fixed cost of a query)")
-        overheads = _one_row_costs(spark, admin, url, read_stream, server_pid, tries=3)
-        admin.delete(read_stream)
-        admin.delete(naive_stream)
+        _progress(f"  preloading {sizes.n:,} messages (untimed)")
+        admin.preload(READ_STREAM, READ_PREFIX, sizes.n)
+        bench = Bench(spark, url, admin, sizes.n, partitions)
+        try:
+            _progress("  warming up every path (untimed): the Python workers start here")
+            warm = Bench(spark, url, admin, sizes.n, partitions)
+            for row, column, method in PLAN:
+                _attempt(f"warm-up {row} / {column}", getattr(warm, method), problems)
+            warm.close()
+            for r in range(1, sizes.rounds + 1):
+                for row, column, method in PLAN:
+                    label = f"round {r}/{sizes.rounds} {row} / {column}"
+                    run = _attempt(label, getattr(bench, method), problems)
+                    if run is not None and not run.problems:
+                        rates.setdefault((row, column), []).append(run.rate)
+        finally:
+            bench.close()
+        admin.delete(READ_STREAM)
     finally:
         admin.close()
-    return results, overheads
+    return rates, problems
 
 
-# --- the report --------------------------------------------------------------------------------
+def _k(x: Optional[float]) -> str:
+    return "—" if x is None else _fmt_int(x)
 
 
-def _ratio(a: Optional[float], b: Optional[float]) -> str:
-    if not a or not b:
-        return "n/a"
-    ratio = a / b
-    return f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:,.1f}x"
-
-
-def print_report(
-    results: Dict[Key, Series],
-    overheads: Overheads,
+def report(
+    rates: Dict[Key, List[float]],
+    problems: List[str],
     sizes: Sizes,
     partitions: int,
     cores: int,
     quick: bool,
     versions: Dict[str, str],
     total: float,
-) -> List[str]:
-    """The table and the notes; returns the problems found (empty: every check passed)."""
-    print(f"# jetstream_sync Spark data source benchmarks ({'quick' if quick else 'full'})\n")
-    print("| operation | data source rows/s | naive (connection per row) rows/s | ratio |")
-    print("| --- | ---: | ---: | ---: |")
-    for op in OPS:
-        rates: Dict[str, Optional[float]] = {}
-        for method in METHODS:
-            series = results.get((op, method))
-            best = series.best() if series is not None else None
-            rates[method] = best.rate if best is not None else None
-        label = f"batch {op}"
-        cells = [label, _fmt_int(rates["source"]), _fmt_int(rates["naive"])]
-        cells.append(_ratio(rates["source"], rates["naive"]))
-        print("| " + " | ".join(cells) + " |")
-
-    notes = [
-        f"N: {sizes.n:,} rows of {MSG_SIZE} B per data-source run, {sizes.naive_n:,} per naive "
-        f"run (N/20, at least 1,000); rows/s is the best of {sizes.runs} data-source run(s) "
-        f"and {sizes.naive_runs} naive run(s), after an untimed warm-up of each path",
-        f"Spark: local[{cores}], {partitions} partitions for every read and write (the "
-        "`partitions` option; `spark.range(..., numPartitions)` for the written rows and the "
-        "naive reads), Python worker reuse on, no task retries",
-        "read: a memory stream with allow_direct, so the data source reads with batched direct "
-        "gets; timed from `load()` to the row of `select(count(*), sum(length(data)))` on the "
-        "driver, checked: N rows and N x 128 payload bytes",
-        "naive read: `spark.range(1, n + 1).rdd.map(f).sum()`, f: `with connect(url) as nc: "
-        "return len(nc.jetstream().get_msg(stream, seq=row.id).data)`; checked: n x 128 bytes",
-        "write: `spark.range(N)` as (subject on 16 subjects, data binary 128 B), "
-        "`df.write.format('jetstream').option('servers', url).mode('append').save()` into a "
-        "fresh memory stream per run (made and deleted untimed); the data source adds a "
-        "Nats-Msg-Id to every message (retries are de-duplicated); checked: the stream holds N",
-        "naive write: `df.foreachPartition(f)`, f: for each row `with connect(url) as nc: "
-        "nc.jetstream().publish(row.subject, bytes(row.data))` (no message id); checked: the "
-        "stream holds n",
-    ]
-    if overheads.read is not None or overheads.write is not None:
-        r = "n/a" if overheads.read is None else f"{overheads.read:.2f} s"
-        w = "n/a" if overheads.write is None else f"{overheads.write:.2f} s"
-        notes.append(
-            f"fixed cost of a query through the data source (a one-row read / write, best of "
-            f"3): {r} / {w}; it is in every data-source figure above"
-        )
-    for op in OPS:
-        for method in METHODS:
-            series = results.get((op, method))
-            if series is None or not series.runs:
-                continue
-            figures = ", ".join(f"{r.rate:,.0f}" for r in series.runs)
-            seconds = ", ".join(f"{r.seconds:.2f}" for r in series.runs)
-            note = f"{op} / {method}: runs {figures} rows/s ({seconds} s)"
-            best = series.best()
-            if best is not None and best.server_cpu is not None and best.seconds > 0:
-                note += (
-                    f"; server CPU {best.server_cpu / best.seconds:.0%} of the best run's wall time"
-                )
-            notes.append(note)
-    notes.append(
-        "versions: " + ", ".join(f"{name} {version}" for name, version in versions.items())
+) -> Dict[str, Optional[float]]:
+    """Print the table and the notes; returns each row's "of limit"."""
+    med = {key: median(values) for key, values in rates.items()}
+    print(
+        f"# jetstream_sync Spark data source against its limits ({'quick' if quick else 'full'})\n"
     )
+    print(
+        "| path | jetstream_sync rows/s | Python Data Source API limit rows/s | "
+        "client alone (no Spark) rows/s | of limit |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    shares: Dict[str, Optional[float]] = {}
+    for row in ROWS:
+        ours = med.get((row, "ours"))
+        api = med.get((row, "api"))
+        rows_writer = med.get((row, "api_rows"))
+        client = med.get((row, "client"))
+        limits = [x for x in (api, rows_writer, client) if x]
+        share = ours / min(limits) if ours and limits else None
+        shares[row] = share
+        api_cell = _k(api)
+        if rows_writer is not None:
+            api_cell = f"{_k(api)} (Arrow writer) · {_k(rows_writer)} (row writer)"
+        cells = [row, _k(ours), api_cell, _k(client), "—" if share is None else f"**{share:.2f}**"]
+        print("| " + " | ".join(cells) + " |")
+    notes = [
+        f"N: {sizes.n:,} rows of {MSG_SIZE} B on {SUBJECTS} subjects per run; each figure is "
+        f"the median of {sizes.rounds} round(s), the paths interleaved in every round, after "
+        "an untimed warm-up of each",
+        f"Spark: local[{cores}], {partitions} partitions for every read and write, Python "
+        "worker reuse on, no task retries; nats-server on the same machine",
+        "of limit: jetstream_sync / the lowest limit in its row (1.0: as fast as the Python "
+        "Data Source API allows, or as the client alone can read or publish)",
+        "batch read: a memory stream, `select(count(*), sum(length(data)))`, checked: N rows "
+        "and N x 128 payload bytes; API limit: `jss_memory` (benchmarks/_spark_limits.py) "
+        "yields the same schema and rows as Arrow batches of 10,000 from memory; client alone: "
+        "the source's reader (`pull_batches`) over the same range in the driver process",
+        "batch write: `spark.range(N)` as (subject, data 128 B) saved with "
+        "`df.write.format('jetstream')` into a fresh memory stream (checked: it holds N), a "
+        "Nats-Msg-Id on every message; API limits: writers that count the rows and send "
+        "nothing; client alone: the sink's `publish_all` of the same rows and ids in the "
+        "driver process",
+        "streaming copy: `readStream.format('jetstream')` of the read stream with "
+        "`Trigger.AvailableNow`, to a fresh stream (`writeStream.format('jetstream')`, "
+        "checked: it holds N) and to parquet (checked: N rows read back); timed from start() "
+        "to the end of awaitTermination()",
+    ]
+    for row in ROWS:
+        for column in ("ours", "api", "api_rows", "client"):
+            values = rates.get((row, column))
+            if values:
+                notes.append(f"{row} / {column}: rounds " + ", ".join(f"{v:,.0f}" for v in values))
+    notes.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     notes.append(
         f"machine: {_cores()} cores, {_cpu_model()}, {platform.system()} {platform.release()}"
     )
     notes.append(f"total time: {total:.0f} s")
-
-    problems: List[str] = []
-    for (op, method), series in results.items():
-        problems += [f"{op} / {method}: {p}" for p in series.problems()]
-        if (op, method) != ("warmup", "all") and not series.runs and not series.errors:
-            problems.append(f"{op} / {method}: no run")
     print("\nNotes:")
     for note in notes:
         print(f"- {note}")
     for problem in problems:
         print(f"- FAILED CHECK {problem}")
-    return problems
+    return shares
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="N=20,000, one run each")
-    parser.add_argument("--n", type=int, help="rows per data-source run (naive: N/20, >= 1,000)")
-    parser.add_argument("--runs", type=int, help="data-source runs (naive runs: at most 2)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="N=20,000, one round")
+    parser.add_argument("--n", type=int, help="rows per run")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (medians)")
     parser.add_argument("--partitions", type=int, default=2, help="default: 2")
     parser.add_argument("--cores", type=int, default=2, help="local[cores]; default: 2")
     args = parser.parse_args(argv)
 
     sizes = QUICK if args.quick else FULL
-    if args.n is not None or args.runs is not None:
-        runs = args.runs if args.runs is not None else sizes.runs
-        sizes = Sizes(
-            n=args.n if args.n is not None else sizes.n,
-            runs=runs,
-            naive_runs=min(runs, 2),
-            deadline=sizes.deadline,
-        )
+    sizes = Sizes(
+        n=args.n if args.n is not None else sizes.n,
+        rounds=args.rounds if args.rounds is not None else sizes.rounds,
+        deadline=sizes.deadline,
+    )
     # A hang ends with every thread's stack on stderr and exit status 1.
     faulthandler.dump_traceback_later(sizes.deadline, exit=True)
 
@@ -615,17 +548,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "jetstream_sync": _version("jetstream-sync"),
                 "nats-server": _server_version(find_nats_server()),
             }
-            results, overheads = run_all(spark, srv.url, srv.pid, sizes, args.partitions)
+            rates, problems = run_all(spark, srv.url, sizes, args.partitions)
         finally:
             spark.stop()  # before the server: the workers' clients would log the loss
             jetstream_sync.spark.close_all()
     total = time.monotonic() - started
-    problems = print_report(
-        results, overheads, sizes, args.partitions, args.cores, args.quick, versions, total
-    )
+    report(rates, problems, sizes, args.partitions, args.cores, args.quick, versions, total)
     faulthandler.cancel_dump_traceback_later()
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, HERE)
     sys.exit(main())
