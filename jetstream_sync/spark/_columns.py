@@ -67,11 +67,16 @@ def ack_columns(replies: List[str]) -> AckColumns:
     if not pc.all(pc.starts_with(raw, prefix)).as_py():
         return _ack_columns_one_by_one(replies)
     rest = pc.binary_slice(raw.cast(pa.binary()), len(prefix), 1 << 30)
+    dots = pc.min_max(pc.count_substring(rest, b".")).as_py()
+    if not dots["min"] == dots["max"] == len(tokens) - head - 1:  # a reply of another form
+        return _ack_columns_one_by_one(replies)
     parts = pc.split_pattern(rest, pattern=b".", max_splits=3)
     try:
         numbers = [pc.list_element(parts, k).cast(pa.string()).cast(pa.int64()) for k in range(3)]
     except (pa.ArrowInvalid, ValueError):
         return _ack_columns_one_by_one(replies)
+    if any(pc.min(column).as_py() < 0 for column in numbers):
+        return _ack_columns_one_by_one(replies)  # which names the reply at fault
     return AckColumns(*numbers)
 
 
@@ -89,9 +94,12 @@ def _ack_columns_one_by_one(replies: List[str]) -> AckColumns:
         try:
             if first < 0 or tokens[0] != "$JS" or tokens[1] != "ACK":
                 raise ValueError
-            sseq.append(int(tokens[first]))
-            cseq.append(int(tokens[first + 1]))
-            ts.append(int(tokens[first + 2]))
+            numbers = [int(t) for t in tokens[first : first + 3]]
+            if min(numbers) < 0:
+                raise ValueError
+            sseq.append(numbers[0])
+            cseq.append(numbers[1])
+            ts.append(numbers[2])
         except ValueError:
             raise errors.NotJSMessageError(
                 f"not a JetStream delivery: reply subject {reply!r}"
@@ -106,8 +114,12 @@ def _headers_of(hdr: Optional[bytes]) -> Any:
     return [(k, headers.get_all(k)) for k in headers] or None
 
 
+_MSG_ID_LOWER = MSG_ID_HEADER.lower().encode()
+
+
 def _msg_id_of(hdr: Optional[bytes]) -> Optional[str]:
-    if hdr is None or MSG_ID_HEADER.encode() not in hdr:
+    # Header names match without regard to case (Headers.get), as on the direct-get path.
+    if hdr is None or _MSG_ID_LOWER not in hdr.lower():
         return None
     _, _, headers = parse_header_block(hdr)
     return headers.get(MSG_ID_HEADER)

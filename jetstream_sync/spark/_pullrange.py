@@ -48,6 +48,45 @@ _STATUS = b"NATS/1.0 "  # a status header block; a message's own headers start "
 _reply = operator.attrgetter("reply")
 
 
+class _Feed:
+    """What one consumer's deliveries left for the caller. Each consumer gets a feed of its
+    own: deliveries of a consumer given up (still in the read buffer after its UNSUB) land
+    in its old feed, which nobody reads, never in the new one."""
+
+    __slots__ = ("msgs", "restart", "status_error", "unfilled")
+
+    def __init__(self) -> None:
+        self.msgs: List[Msg] = []
+        self.unfilled = 0  # messages asked for that ended pulls will never bring
+        self.restart = False  # the consumer is gone, or the connection was lost
+        self.status_error: Optional[str] = None
+
+    def on_msg(self, msg: Msg) -> bool:
+        """The subscription's hook: every delivery, on the reading thread."""
+        hdr = raw_headers(msg)
+        if hdr is None or not hdr.startswith(_STATUS):
+            self.msgs.append(msg)
+            return True
+        status, description, headers = parse_header_block(hdr)
+        if status in (408, 409):
+            # A pull ended: expired, or cut at max_bytes / max_waiting / a leader change.
+            # What it had left to bring will not come.
+            try:
+                self.unfilled += int(headers.get("Nats-Pending-Messages", "0"))
+            except ValueError:
+                self.restart = True
+            text = description.lower()
+            if status == 409 and ("deleted" in text or "leadership" in text):
+                self.restart = True
+        elif status == 503:
+            self.restart = True  # no consumer answered the pull: it is gone (inactive, deleted)
+        elif status == 404:
+            pass  # only no_wait pulls get it; ours wait
+        elif status != 100:
+            self.status_error = f"status {status} {description}"
+        return True
+
+
 class RangePull:
     """Stream sequences ``start..end`` of ``stream`` (on ``filters``), as lists of raw
     deliveries (``Msg``) in stream order, each list checked for gaps and cut at ``end``.
@@ -79,11 +118,8 @@ class RangePull:
         self._sub: Any = None
         self._inbox = ""
         self._pull_subject = ""
-        # Written by the hook (the reading thread): deliveries, and what statuses said.
-        self._msgs: List[Msg] = []
-        self._unfilled = 0  # messages asked for that ended pulls will never bring
-        self._restart = False  # the consumer is gone, or the connection was lost
-        self._status_error: Optional[str] = None
+        # Written by the live consumer's hook (the reading thread).
+        self._feed = _Feed()
         # Kept by the caller: how many were asked for, taken, and may still be asked.
         self._asked = 0
         self._taken = 0
@@ -115,11 +151,8 @@ class RangePull:
         self._consumer = info.name
         self._pull_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{self._stream}.{info.name}"
         self._inbox = js.nc.new_inbox()
-        self._msgs = []
-        self._unfilled = 0
-        self._restart = False
-        self._status_error = None
-        self._sub = core.subscribe(self._inbox, None, None, None, _BIG, _BIG, hook=self._on_msg)
+        self._feed = feed = _Feed()
+        self._sub = core.subscribe(self._inbox, None, None, None, _BIG, _BIG, hook=feed.on_msg)
         self._asked = self._taken = 0
         self._last_cseq = 0
         self._cap = min(int(info.num_pending), self._end - self._next_seq + 1)
@@ -141,31 +174,7 @@ class RangePull:
                 pass  # an ephemeral with an inactive threshold: the server removes it anyway
 
     def _on_reconnect(self) -> None:
-        self._restart = True  # pulls in flight may be lost with the old connection
-
-    # --- the hook: every delivery, on the reading thread ----------------------------------
-
-    def _on_msg(self, msg: Msg) -> bool:
-        hdr = raw_headers(msg)
-        if hdr is None or not hdr.startswith(_STATUS):
-            self._msgs.append(msg)
-            return True
-        status, description, headers = parse_header_block(hdr)
-        if status in (408, 409):
-            # A pull ended: expired, or cut at max_bytes / max_waiting / a leader change.
-            # What it had left to bring will not come.
-            try:
-                self._unfilled += int(headers.get("Nats-Pending-Messages", "0"))
-            except ValueError:
-                self._restart = True
-            text = description.lower()
-            if status == 409 and ("deleted" in text or "leadership" in text):
-                self._restart = True
-        elif status == 404:
-            pass  # only no_wait pulls get it; ours wait
-        elif status != 100:
-            self._status_error = f"status {status} {description}"
-        return True
+        self._feed.restart = True  # pulls in flight may be lost with the old connection
 
     # --- the caller -------------------------------------------------------------------------
 
@@ -176,8 +185,10 @@ class RangePull:
         try:
             if not self._done:
                 self._start()
-            while not self._done:
-                if self._restart:
+            # Once the range is read, what the feed still holds is handed out a batch at a
+            # time too (a read may bring both pulls' messages at once).
+            while not self._done or self._feed.msgs:
+                if self._feed.restart and not self._done:
                     self._start()
                     continue
                 chunk = self._collect()
@@ -186,38 +197,51 @@ class RangePull:
                 good, acks = self._checked(chunk)
                 if good:
                     yield good, acks
-                if len(good) < len(chunk) and not self._done:
-                    self._restart = True  # a gap: go on after the last message kept
+                if len(good) < len(chunk):
+                    if self._done:  # past the range's end: the rest is not ours either
+                        del self._feed.msgs[:]
+                    else:
+                        self._feed.restart = True  # a gap: go on after the last one kept
         finally:
             core.remove_reconnect_hook(self._on_reconnect)
             self._stop_consumer()
 
     def _collect(self) -> List[Msg]:
-        """Read until a batch is here, the range ends, or a restart is due."""
+        """Read until a batch is here, the range ends, or a restart is due; then take up to
+        a batch."""
+        if self._done:
+            return self._take(self._batch)
         core = self._core
         batch = self._batch
         quiet = core.quiet_begin()
         try:
-            last_progress = time.monotonic()
+            last_progress = pulls_checked = time.monotonic()
             seen = -1
             while True:
-                msgs = self._msgs
+                msgs = self._feed.msgs
                 have = len(msgs)
                 if have != seen:
                     seen = have
-                    last_progress = time.monotonic()
+                    last_progress = pulls_checked = time.monotonic()
                     if have and self._ended(msgs[-1].reply, self._taken + have):
                         self._done = True
                         break
-                if have >= batch or self._restart:
+                if have >= batch or self._feed.restart:
                     break
-                if self._status_error is not None:
+                if self._feed.status_error is not None:
                     raise errors.JetStreamError(
                         f"reading stream {self._stream!r}: the pull consumer answered "
-                        f"{self._status_error}"
+                        f"{self._feed.status_error}"
                     )
+                now = time.monotonic()
+                waited = now - last_progress
+                if now - pulls_checked > _PULL_EXPIRES + 1.0:
+                    # Every pull sent before then has expired on the server, whatever its
+                    # status said (or if it was lost): count them all as ended and ask
+                    # again. A pull too many only reads past the range, which is cut.
+                    pulls_checked = now
+                    self._feed.unfilled = max(self._feed.unfilled, self._asked - self._taken - have)
                 self._pull_more(have)
-                waited = time.monotonic() - last_progress
                 if waited > self._timeout:
                     raise errors.TimeoutError(
                         f"no message of stream {self._stream!r} for {self._timeout:g} s while "
@@ -228,14 +252,18 @@ class RangePull:
                     time.sleep(0.001)
         finally:
             core.quiet_end(quiet)
-        n = len(self._msgs) if self._done else min(len(self._msgs), batch)
-        chunk = self._msgs[:n]
-        del self._msgs[:n]  # atomic: the hook may append meanwhile, at the end
+        return self._take(batch)
+
+    def _take(self, most: int) -> List[Msg]:
+        msgs = self._feed.msgs
+        n = min(len(msgs), most)
+        chunk = msgs[:n]
+        del msgs[:n]  # atomic: the hook may append meanwhile, at the end
         self._taken += n
         return chunk
 
     def _ready(self) -> int:
-        return len(self._msgs) >= self._batch or self._restart
+        return len(self._feed.msgs) >= self._batch or self._feed.restart
 
     def _ended(self, reply: str, delivered: int) -> bool:
         """Whether the range is read, from the newest delivery's reply subject."""
@@ -250,10 +278,10 @@ class RangePull:
     def _pull_more(self, buffered: int) -> None:
         """Keep up to two pulls out, the second only once the first is used up, and never
         ask for more than the consumer can bring."""
-        outstanding = self._asked - self._unfilled - self._taken - buffered
+        outstanding = self._asked - self._feed.unfilled - self._taken - buffered
         if outstanding > self._batch:
             return
-        want = min(self._batch, self._cap - (self._asked - self._unfilled))
+        want = min(self._batch, self._cap - (self._asked - self._feed.unfilled))
         if want <= 0 or buffered + outstanding >= 2 * self._batch:
             return
         body = b'{"batch":%d,"max_bytes":%d,"expires":%d}' % (
@@ -294,7 +322,7 @@ class RangePull:
             if self._next_seq > self._end:
                 self._done = True
         elif not self._done:
-            self._restart = True  # the very first message is after a gap
+            self._feed.restart = True  # the very first message is after a gap
         return chunk, acks
 
 
