@@ -15,6 +15,7 @@ that it had stored already (within its duplicate window) and acks them as duplic
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -37,7 +38,9 @@ _ID_HEADER = b"NATS/1.0\r\nNats-Msg-Id: "
 _FRAME = b"%b%d %d %d\r\n%b%b%b\r\n"  # prefix, token, hlen, total, id header, id end, data
 _ID_END = b"\r\n\r\n"
 _NO_ID = b"NATS/1.0\r\n\r\n"  # a message without an id still goes as HPUB: one template
-_DUPLICATE = b'"duplicate"'  # in a PubAck only when true
+_DUPLICATE = b'"duplicate"'  # in a PubAck only when true (or as a stream's name)
+# The key, not a stream or domain named "duplicate"; nats-server 2.15 writes a space there.
+_DUPLICATE_TRUE = re.compile(rb'"duplicate"\s*:\s*true')
 
 
 class PublishResult:
@@ -86,6 +89,7 @@ class AckWindow:
         self._wake = threading.Event()
         self._resend = False  # a reconnect: frames in flight may be lost
         self.result = PublishResult()
+        self._max_payload = js.nc.max_payload
         self._sub = self._core.subscribe(
             inbox + ".*", None, None, None, _BIG, _BIG, hook=self._on_ack
         )
@@ -131,6 +135,7 @@ class AckWindow:
         token = self._token
         out: List[bytes] = []
         size = 0
+        limit = self._max_payload
         for i, subject in enumerate(subjects):
             prefix = prefixes.get(subject)
             if prefix is None:
@@ -140,28 +145,20 @@ class AckWindow:
             extra = headers[i] if headers is not None else None
             if extra:
                 block = encode_headers(_with_id(extra, msg_id))
-                frame = _FRAME % (
-                    prefix,
-                    token,
-                    len(block),
-                    len(block) + len(data),
-                    block,
-                    b"",
-                    data,
-                )
+                hlen, head, tail = len(block), block, b""
             elif msg_id is None:
-                frame = _FRAME % (prefix, token, 12, 12 + len(data), _NO_ID, b"", data)
+                hlen, head, tail = 12, _NO_ID, b""
             else:
-                hlen = 27 + len(msg_id)
-                frame = _FRAME % (
-                    prefix,
-                    token,
-                    hlen,
-                    hlen + len(data),
-                    _ID_HEADER + msg_id,
-                    _ID_END,
-                    data,
+                hlen, head, tail = 27 + len(msg_id), _ID_HEADER + msg_id, _ID_END
+            total = hlen + len(data)
+            if total > limit:
+                # Refused here, as publish() does: sent, the server would drop the
+                # connection (and the frame would be sent again after each reconnect).
+                raise errors.MaxPayloadError(
+                    f"a message to {subject!r} of {total} bytes (headers included) exceeds "
+                    f"the server's max_payload of {limit}"
                 )
+            frame = _FRAME % (prefix, token, hlen, total, head, tail, data)
             frames[token] = frame
             token += 1
             out.append(frame)
@@ -196,18 +193,23 @@ class AckWindow:
         self._core.send_frame(blob, size)
 
     def _room(self) -> None:
-        """Count the acks that came; wait while the window is full."""
+        """Count the acks that came; wait while the window is full (in messages or bytes),
+        until it is half empty."""
         self._count()
         if len(self._frames) > self._window or self._frame_bytes > self._window_bytes:
-            self._wait_until(self._window // 2)
+            self._wait_until(self._window // 2, self._window_bytes // 2)
 
-    def _wait_until(self, left: int) -> None:
+    def _wait_until(self, left: int, left_bytes: Optional[int] = None) -> None:
         last_ack = time.monotonic()
         resent = False
         while True:
+            self._wake.clear()  # before counting: an ack after this sets it again
             if self._count():
                 last_ack = time.monotonic()
-            if len(self._frames) <= left:
+                resent = False  # a new silence may send again
+            if len(self._frames) <= left and (
+                left_bytes is None or self._frame_bytes <= left_bytes
+            ):
                 return
             now = time.monotonic()
             silent = now - last_ack
@@ -221,7 +223,6 @@ class AckWindow:
                 resent = True  # once per silence: the copies are dropped as duplicates
                 self._send_again()
             self._wake.wait(min(0.25, self._ack_timeout - silent))
-            self._wake.clear()
 
     def _send_again(self) -> None:
         frames = list(self._frames.values())
@@ -258,19 +259,12 @@ class AckWindow:
                 )
             if b'"error"' in data:
                 pub_ack(data, "a Spark partition's publish")  # raises the API error
-            if _DUPLICATE in data and _is_duplicate(data):
+            if _DUPLICATE in data and _DUPLICATE_TRUE.search(data) is not None:
                 result.duplicates += 1
             else:
                 result.published += 1
         self._frame_bytes -= freed
         return n
-
-
-def _is_duplicate(ack: bytes) -> bool:
-    """Whether a PubAck says ``"duplicate": true`` (nats-server 2.15 writes a space there;
-    the field is left out when false)."""
-    rest = ack[ack.index(_DUPLICATE) + len(_DUPLICATE) :].lstrip(b": \t")
-    return rest.startswith(b"true")
 
 
 def _with_id(headers: Mapping[str, List[str]], msg_id: Optional[bytes]) -> HeadersLike:
