@@ -13,6 +13,7 @@ benchmark scripts with jetstream_sync, untimed, exactly as for the other columns
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import time
@@ -337,6 +338,99 @@ def js_publish_pipelined(
     while outstanding:
         take(read())
     return acked, failed
+
+
+def js_publish_with_ids(
+    conn: RawConn, subjects: List[str], payloads: List[bytes], id_prefix: str, window: int
+) -> Tuple[int, int]:
+    """What the Spark sink does for a partition, and nothing else: each row's Nats-Msg-Id
+    (``<id_prefix>-<blake2b of subject, NUL NUL, data>``, as the sink's RowIds for rows
+    without headers or repeats), an HPUB frame per row with a reply token, at most
+    ``window`` acks outstanding, written every 32 KiB. Returns (acked, failed)."""
+    prefix = "_INBOX.rawjsi."
+    conn.sub_once(prefix + "*")
+    read, sendall = conn.read, conn.sock.sendall
+    cut = len(prefix)
+    n = len(subjects)
+    done = bytearray(n)
+    ids = (id_prefix + "-").encode()
+    acked = failed = outstanding = 0
+    out = bytearray()
+
+    def take(msg: Optional[Msg]) -> None:
+        nonlocal acked, failed, outstanding
+        if msg is None:
+            return
+        seq = int(msg[0][cut:])
+        if done[seq]:
+            raise RawError(f"ack {seq} came twice")
+        done[seq] = 1
+        outstanding -= 1
+        if _is_puback(msg):
+            acked += 1
+        else:
+            failed += 1
+
+    blake2b = hashlib.blake2b
+    for i in range(n):
+        subject = subjects[i].encode()
+        data = payloads[i]
+        msg_id = ids + blake2b(subject + b"\0\0" + data, digest_size=16).hexdigest().encode()
+        hdr = b"NATS/1.0\r\nNats-Msg-Id: " + msg_id + b"\r\n\r\n"
+        out += b"HPUB %b %b%d %d %d\r\n%b%b\r\n" % (
+            subject,
+            prefix.encode(),
+            i,
+            len(hdr),
+            len(hdr) + len(data),
+            hdr,
+            data,
+        )
+        outstanding += 1
+        if outstanding >= window or len(out) >= WRITE_CHUNK:
+            sendall(out)
+            out.clear()
+            while outstanding >= window:
+                take(read())
+                while conn.next < len(conn.events):  # the acks already parsed
+                    take(read())
+    if out:
+        sendall(out)
+    while outstanding:
+        take(read())
+    return acked, failed
+
+
+def range_read(conn: RawConn, stream: str, consumer: str, n: int, batch: int) -> int:
+    """What the Spark source does for a range, and nothing else: an ack-none consumer
+    (made by the caller) pulled ``batch`` at a time with two pulls out, every delivery kept
+    as it is parsed (subject, reply, payload) until ``n`` came. Returns how many came."""
+    inbox = "_INBOX.rawrange"
+    conn.sub_once(inbox)
+    read, sendall = conn.read, conn.sock.sendall
+    api = f"PUB $JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer} {inbox} ".encode()
+
+    def pull(want: int) -> bytes:
+        body = b'{"batch":%d,"expires":30000000000}' % want
+        return api + b"%d\r\n" % len(body) + body + b"\r\n"
+
+    asked = min(n, 2 * batch)
+    sendall(pull(min(batch, n)) + (pull(asked - batch) if asked > batch else b""))
+    kept: List[Tuple[bytes, bytes, bytes]] = []
+    keep = kept.append
+    since = 0
+    while len(kept) < n:
+        msg = read()
+        if msg is None or (msg[2] is not None and msg[2].startswith(b"NATS/1.0 ")):
+            continue  # a PONG, a status
+        keep((msg[0], msg[1], msg[3]))
+        since += 1
+        if since == batch and asked < n:  # a pull used up: the next one
+            since = 0
+            want = min(batch, n - asked)
+            asked += want
+            sendall(pull(want))
+    return len(kept)
 
 
 # --- JetStream pull -----------------------------------------------------------------------

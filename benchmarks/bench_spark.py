@@ -237,6 +237,29 @@ class Bench:
             run.problems.append(f"{rows:,} rows ({size:,} bytes) read, not {self.n:,}")
         return run
 
+    def read_raw_limit(self) -> Run:
+        """The same range read by a raw socket loop (``_raw.range_read``): no client."""
+        import _raw
+
+        from jetstream_sync.jetstream import api
+
+        info = self.admin.js.add_consumer(
+            READ_STREAM,
+            config=api.ConsumerConfig(
+                ack_policy=api.AckPolicy.NONE, mem_storage=True, inactive_threshold=60.0
+            ),
+        )
+        try:
+            with _raw.RawConn(self.url) as conn:
+                t0 = time.perf_counter()
+                rows = _raw.range_read(conn, READ_STREAM, info.name, self.n, 10_000)
+                run = Run(time.perf_counter() - t0, rows)
+        finally:
+            self.admin.js.delete_consumer(READ_STREAM, info.name)
+        if rows != self.n:
+            run.problems.append(f"{rows:,} rows read, not {self.n:,}")
+        return run
+
     # batch write
 
     def _rows(self, prefix: str) -> Any:
@@ -304,6 +327,33 @@ class Bench:
         finally:
             self.admin.delete(stream)
 
+    def write_raw_limit(self) -> Run:
+        """The same rows published by a raw socket loop with the same ids
+        (``_raw.js_publish_with_ids``): no client."""
+        import _raw
+
+        tag = self._tag()
+        stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
+        self.admin.fresh_stream(stream, f"{prefix}.>")
+        try:
+            subjects = [f"{prefix}.{i % SUBJECTS}" for i in range(self.n)]
+            datas = [str(i).rjust(MSG_SIZE, "x").encode() for i in range(self.n)]
+            with _raw.RawConn(self.url) as conn:
+                t0 = time.perf_counter()
+                acked, failed = _raw.js_publish_with_ids(
+                    conn, subjects, datas, f"bench-{tag}-0", 16_384
+                )
+                seconds = time.perf_counter() - t0
+            stored = self.admin.stored(stream)
+            run = Run(seconds, stored)
+            if stored != self.n or failed or acked != self.n:
+                run.problems.append(
+                    f"stored {stored:,} of {self.n:,}; {acked:,} acks, {failed} failed"
+                )
+            return run
+        finally:
+            self.admin.delete(stream)
+
     # streaming copy
 
     def _stream_source(self) -> Any:
@@ -364,10 +414,12 @@ PLAN: List[Tuple[str, str, str]] = [
     ("batch read", "ours", "read_ours"),
     ("batch read", "api", "read_api_limit"),
     ("batch read", "client", "read_client_limit"),
+    ("batch read", "raw", "read_raw_limit"),
     ("batch write", "ours", "write_ours"),
     ("batch write", "api_rows", "write_api_rows_limit"),
     ("batch write", "api", "write_api_arrow_limit"),
     ("batch write", "client", "write_client_limit"),
+    ("batch write", "raw", "write_raw_limit"),
     ("streaming copy, stream to stream", "ours", "copy_to_stream"),
     ("streaming copy, stream to parquet", "ours", "copy_to_parquet"),
 ]
@@ -457,22 +509,24 @@ def report(
     )
     print(
         "| path | jetstream_sync rows/s | Python Data Source API limit rows/s | "
-        "client alone (no Spark) rows/s | of limit |"
+        "client alone (no Spark) rows/s | raw socket loop (no client) rows/s | of limit |"
     )
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     shares: Dict[str, Optional[float]] = {}
     for row in ROWS:
         ours = med.get((row, "ours"))
         api = med.get((row, "api"))
         rows_writer = med.get((row, "api_rows"))
         client = med.get((row, "client"))
+        raw = med.get((row, "raw"))
         limits = [x for x in (api, rows_writer, client) if x]
         share = ours / min(limits) if ours and limits else None
         shares[row] = share
         api_cell = _k(api)
         if rows_writer is not None:
             api_cell = f"{_k(api)} (Arrow writer) · {_k(rows_writer)} (row writer)"
-        cells = [row, _k(ours), api_cell, _k(client), "—" if share is None else f"**{share:.2f}**"]
+        cells = [row, _k(ours), api_cell, _k(client), _k(raw)]
+        cells.append("—" if share is None else f"**{share:.2f}**")
         print("| " + " | ".join(cells) + " |")
     notes = [
         f"N: {sizes.n:,} rows of {MSG_SIZE} B on {SUBJECTS} subjects per run; each figure is "
@@ -480,24 +534,28 @@ def report(
         "an untimed warm-up of each",
         f"Spark: local[{cores}], {partitions} partitions for every read and write, Python "
         "worker reuse on, no task retries; nats-server on the same machine",
-        "of limit: jetstream_sync / the lowest limit in its row (1.0: as fast as the Python "
-        "Data Source API allows, or as the client alone can read or publish)",
+        "of limit: jetstream_sync / the lower of the API's limit and the client alone (1.0: "
+        "as fast as the Python Data Source API allows, or as the client alone can read or "
+        "publish); the raw socket loop shows how far the client alone is from what Python "
+        "can do with one socket",
         "batch read: a memory stream, `select(count(*), sum(length(data)))`, checked: N rows "
         "and N x 128 payload bytes; API limit: `jss_memory` (benchmarks/_spark_limits.py) "
         "yields the same schema and rows as Arrow batches of 10,000 from memory; client alone: "
-        "the source's reader (`pull_batches`) over the same range in the driver process",
+        "the source's reader (`pull_batches`) over the same range in the driver process; raw "
+        "socket loop: the same pulls and parse with no client (`_raw.range_read`), for scale",
         "batch write: `spark.range(N)` as (subject, data 128 B) saved with "
         "`df.write.format('jetstream')` into a fresh memory stream (checked: it holds N), a "
         "Nats-Msg-Id on every message; API limits: writers that count the rows and send "
         "nothing; client alone: the sink's `publish_all` of the same rows and ids in the "
-        "driver process",
+        "driver process; raw socket loop: the same ids, frames and window with no client "
+        "(`_raw.js_publish_with_ids`), for scale",
         "streaming copy: `readStream.format('jetstream')` of the read stream with "
         "`Trigger.AvailableNow`, to a fresh stream (`writeStream.format('jetstream')`, "
         "checked: it holds N) and to parquet (checked: N rows read back); timed from start() "
         "to the end of awaitTermination()",
     ]
     for row in ROWS:
-        for column in ("ours", "api", "api_rows", "client"):
+        for column in ("ours", "api", "api_rows", "client", "raw"):
             values = rates.get((row, column))
             if values:
                 notes.append(f"{row} / {column}: rounds " + ", ".join(f"{v:,.0f}" for v in values))

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_spark_cluster.py            # 200,000 rows, best of 2 runs
+    python benchmarks/bench_spark_cluster.py            # 200,000 rows, medians of 3 rounds
     python benchmarks/bench_spark_cluster.py --n 50000 --runs 1 --partitions 4
 
 One embedded nats-server (JetStream on). Two Spark set-ups, one after the other in this
@@ -18,11 +18,14 @@ worker 1 on 127.0.0.2). The same work on both, with the same number of partition
 - batch write: ``spark.range(N)`` as (subject on 16 subjects, data: the id padded to 128 B)
   saved with ``df.write.format("jetstream")`` into a fresh stream; timed: ``save()``.
 
-Each set-up gets an untimed warm-up read and write of 1,000 rows (Python workers start, the
-data source is loaded). Every result is checked (rows, bytes, messages stored); the exit
-status is non-zero when a check failed. Rows/s are printed, never asserted: on one 2-core
-machine the cluster's extra JVMs and the loopback shuffle of its processes cost CPU that a
-real cluster would spread over machines.
+Beside each, in the same session, the limits as bench_spark.py measures them: the Python
+Data Source API's (``_spark_limits``: the same rows from memory; an Arrow writer that sends
+nothing) and the client's (the driver reads the same range / publishes the same rows, no
+Spark); "of limit" is ours / the lowest. Each set-up gets an untimed warm-up of every path;
+the figures are medians of interleaved rounds. Every result is checked (rows, bytes, messages
+stored); the exit status is non-zero when a check failed. Rows/s are printed, never asserted:
+on one 2-core machine the cluster's extra JVMs and the loopback shuffle of its processes cost
+CPU that a real cluster would spread over machines.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -96,26 +100,97 @@ def write_once(spark: Any, url: str, n: int, partitions: int) -> Tuple[float, st
     return took, "" if stored == n else f"stored {stored} messages, expected {n}"
 
 
+def read_api_limit(spark: Any, n: int, partitions: int) -> Tuple[float, str]:
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    df = (
+        spark.read.format("jss_memory")
+        .option("n", str(n))
+        .option("partitions", str(partitions))
+        .option("size", str(MSG_SIZE))
+        .load()
+    )
+    row = df.select(F.count(F.lit(1)).alias("rows"), F.sum(F.length("data")).alias("bytes")).first()
+    took = time.perf_counter() - t0
+    ok = (row["rows"], row["bytes"]) == (n, n * MSG_SIZE)
+    return took, "" if ok else f"read {row['rows']} rows / {row['bytes']} B, expected {n}"
+
+
+def write_api_limit(spark: Any, n: int, partitions: int) -> Tuple[float, str]:
+    df = spark.range(0, n, 1, partitions).selectExpr(
+        "concat('bench.d.', cast(id % 16 as string)) as subject",
+        f"cast(lpad(cast(id as string), {MSG_SIZE}, 'x') as binary) as data",
+    )
+    t0 = time.perf_counter()
+    df.write.format("jss_discard_arrow").mode("append").save()
+    return time.perf_counter() - t0, ""
+
+
+def read_client_limit(url: str, stream: str, n: int) -> Tuple[float, str]:
+    import jetstream_sync as nats
+    from jetstream_sync.spark._pullrange import pull_batches
+    from jetstream_sync.spark._rows import COLUMNS
+
+    with nats.connect(url, name="bench") as nc:
+        js = nc.jetstream()
+        t0 = time.perf_counter()
+        rows = sum(b.num_rows for b in pull_batches(js, stream, 1, n, None, COLUMNS))
+        took = time.perf_counter() - t0
+    return took, "" if rows == n else f"read {rows} rows, expected {n}"
+
+
+def write_client_limit(url: str, n: int) -> Tuple[float, str]:
+    import jetstream_sync as nats
+    from jetstream_sync.spark._publish import publish_all
+
+    stream = _new_stream(url, "BC")
+    subject = stream.lower()
+    msgs = [
+        (f"{subject}.{i % 16}", str(i).rjust(MSG_SIZE, "x").encode(), None, None) for i in range(n)
+    ]
+    with nats.connect(url, name="bench") as nc:
+        t0 = time.perf_counter()
+        publish_all(nc.jetstream(), msgs, "bench-client-0")
+        took = time.perf_counter() - t0
+    stored = _stream_count(url, stream)
+    return took, "" if stored == n else f"stored {stored} messages, expected {n}"
+
+
+PATHS = ("read ours", "read api", "read client", "write ours", "write api", "write client")
+
+
 def measure(
     label: str, spark: Any, url: str, source: str, n: int, runs: int, partitions: int
 ) -> Dict[str, Any]:
+    import _spark_limits
+
+    _spark_limits.register(spark)
+    paths: Dict[str, Callable[[int], Tuple[float, str]]] = {
+        "read ours": lambda k: read_once(spark, url, source, k, partitions),
+        "read api": lambda k: read_api_limit(spark, k, partitions),
+        "read client": lambda k: read_client_limit(url, source, k),
+        "write ours": lambda k: write_once(spark, url, k, partitions),
+        "write api": lambda k: write_api_limit(spark, k, partitions),
+        "write client": lambda k: write_client_limit(url, k),
+    }
     warm = _new_stream(url, "WARM")
     _preload_into(url, warm, WARMUP_ROWS)
     read_once(spark, url, warm, WARMUP_ROWS, partitions)
-    write_once(spark, url, WARMUP_ROWS, partitions)
+    for path in ("read api", "write ours", "write api"):
+        paths[path](WARMUP_ROWS)
     result: Dict[str, Any] = {"label": label, "errors": []}
-    for kind, once in (
-        ("read", lambda: read_once(spark, url, source, n, partitions)),
-        ("write", lambda: write_once(spark, url, n, partitions)),
-    ):
-        times: List[float] = []
-        for i in range(runs):
-            took, problem = once()
-            print(f"  {label} {kind} run {i + 1}: {took:.2f} s ({n / took:,.0f} rows/s)")
+    rates: Dict[str, List[float]] = {path: [] for path in PATHS}
+    for i in range(runs):
+        for path in PATHS:
+            took, problem = paths[path](n)
+            print(f"  {label} {path} round {i + 1}: {took:.2f} s ({n / took:,.0f} rows/s)")
             if problem:
-                result["errors"].append(f"{label} {kind}: {problem}")
-            times.append(took)
-        result[kind] = min(times)
+                result["errors"].append(f"{label} {path}: {problem}")
+            else:
+                rates[path].append(n / took)
+    for path in PATHS:
+        result[path] = statistics.median(rates[path]) if rates[path] else None
     return result
 
 
@@ -138,7 +213,7 @@ def _on_cluster(body: Callable[[Any], Dict[str, Any]]) -> Dict[str, Any]:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=200_000, help="rows (default 200,000)")
-    parser.add_argument("--runs", type=int, default=2, help="timed runs, best kept (default 2)")
+    parser.add_argument("--runs", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--partitions", type=int, default=4, help="default: 4")
     args = parser.parse_args(argv)
 
@@ -176,19 +251,31 @@ def main(argv: Optional[List[str]] = None) -> int:
     print()
     print(
         f"jetstream_sync Spark data source, {args.n:,} rows of {MSG_SIZE} B, "
-        f"{args.partitions} partitions, best of {args.runs}; pyspark {pyspark.__version__}, "
-        f"Python {platform.python_version()}, {os.cpu_count()} CPUs"
+        f"{args.partitions} partitions, medians of {args.runs} rounds; pyspark "
+        f"{pyspark.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
     )
     print()
-    print("| set-up | batch read rows/s | batch write rows/s |")
-    print("| --- | ---: | ---: |")
+    print(
+        "| set-up | path | jetstream_sync rows/s | Python Data Source API limit rows/s | "
+        "client alone rows/s | of limit |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
     for r in results:
-        print(f"| {r['label']} | {args.n / r['read']:,.0f} | {args.n / r['write']:,.0f} |")
+        for kind in ("read", "write"):
+            ours, api, client = (r.get(f"{kind} {c}") for c in ("ours", "api", "client"))
+            limits = [x for x in (api, client) if x]
+            share = f"**{ours / min(limits):.2f}**" if ours and limits else "n/a"
+            cells = [_rate(x) for x in (ours, api, client)]
+            print(f"| {r['label']} | batch {kind} | " + " | ".join(cells) + f" | {share} |")
     errors = [e for r in results for e in r["errors"]]
     for e in errors:
         print(f"CHECK FAILED: {e}")
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
     return 1 if errors else 0
+
+
+def _rate(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
 
 
 def _preload_into(url: str, stream: str, n: int) -> None:
