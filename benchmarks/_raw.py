@@ -301,43 +301,58 @@ def js_publish_pipelined(
     failed) once every ack came."""
     prefix = "_INBOX.rawjsa."
     conn.sub_once(prefix + "*")
-    read, sendall = conn.read, conn.sock.sendall
     head = f"PUB {subject} {prefix}".encode()
     tail = f" {len(payload)}\r\n".encode() + payload + b"\r\n"
-    cut = len(prefix)
-    done = bytearray(n)
-    acked = failed = outstanding = 0
-    out = bytearray()
+    acks = _AckCount(conn, prefix, n, window)
+    for i in range(n):
+        acks.write(head + str(i).encode() + tail)
+    return acks.finish()
 
-    def take(msg: Optional[Msg]) -> None:
-        nonlocal acked, failed, outstanding
+
+class _AckCount:
+    """The pipelined loops' writing and ack counting: frames buffered and written every
+    32 KiB, and whenever ``window`` acks are outstanding; then at least one ack is read and
+    every ack already received is taken (no more system calls) before the next write. Each
+    ack is matched to its publish by the token after ``prefix`` in its reply subject."""
+
+    def __init__(self, conn: RawConn, prefix: str, n: int, window: int) -> None:
+        self.conn, self.cut, self.window = conn, len(prefix), window
+        self.done = bytearray(n)
+        self.acked = self.failed = self.outstanding = 0
+        self.out = bytearray()
+
+    def take(self, msg: Optional[Msg]) -> None:
         if msg is None:
             return
-        seq = int(msg[0][cut:])
-        if done[seq]:
+        seq = int(msg[0][self.cut :])
+        if self.done[seq]:
             raise RawError(f"ack {seq} came twice")
-        done[seq] = 1
-        outstanding -= 1
+        self.done[seq] = 1
+        self.outstanding -= 1
         if _is_puback(msg):
-            acked += 1
+            self.acked += 1
         else:
-            failed += 1
+            self.failed += 1
 
-    for i in range(n):
-        out += head + str(i).encode() + tail
-        outstanding += 1
-        if outstanding >= window or len(out) >= WRITE_CHUNK:
-            sendall(out)
-            out.clear()
-            while outstanding >= window:
-                take(read())
+    def write(self, frame: bytes) -> None:
+        self.out += frame
+        self.outstanding += 1
+        if self.outstanding >= self.window or len(self.out) >= WRITE_CHUNK:
+            conn = self.conn
+            conn.sock.sendall(self.out)
+            self.out.clear()
+            while self.outstanding >= self.window:
+                self.take(conn.read())
                 while conn.next < len(conn.events):  # the acks already parsed
-                    take(read())
-    if out:
-        sendall(out)
-    while outstanding:
-        take(read())
-    return acked, failed
+                    self.take(conn.read())
+
+    def finish(self) -> Tuple[int, int]:
+        """Write what is left, wait for every ack; (acked, failed)."""
+        if self.out:
+            self.conn.sock.sendall(self.out)
+        while self.outstanding:
+            self.take(self.conn.read())
+        return self.acked, self.failed
 
 
 def js_publish_with_ids(
@@ -349,56 +364,20 @@ def js_publish_with_ids(
     ``window`` acks outstanding, written every 32 KiB. Returns (acked, failed)."""
     prefix = "_INBOX.rawjsi."
     conn.sub_once(prefix + "*")
-    read, sendall = conn.read, conn.sock.sendall
-    cut = len(prefix)
-    n = len(subjects)
-    done = bytearray(n)
+    reply = prefix.encode()
     ids = (id_prefix + "-").encode()
-    acked = failed = outstanding = 0
-    out = bytearray()
-
-    def take(msg: Optional[Msg]) -> None:
-        nonlocal acked, failed, outstanding
-        if msg is None:
-            return
-        seq = int(msg[0][cut:])
-        if done[seq]:
-            raise RawError(f"ack {seq} came twice")
-        done[seq] = 1
-        outstanding -= 1
-        if _is_puback(msg):
-            acked += 1
-        else:
-            failed += 1
-
+    acks = _AckCount(conn, prefix, len(subjects), window)
     blake2b = hashlib.blake2b
-    for i in range(n):
-        subject = subjects[i].encode()
+    for i, text in enumerate(subjects):
+        subject = text.encode()
         data = payloads[i]
         msg_id = ids + blake2b(subject + b"\0\0" + data, digest_size=16).hexdigest().encode()
         hdr = b"NATS/1.0\r\nNats-Msg-Id: " + msg_id + b"\r\n\r\n"
-        out += b"HPUB %b %b%d %d %d\r\n%b%b\r\n" % (
-            subject,
-            prefix.encode(),
-            i,
-            len(hdr),
-            len(hdr) + len(data),
-            hdr,
-            data,
+        acks.write(
+            b"HPUB %b %b%d %d %d\r\n%b%b\r\n"
+            % (subject, reply, i, len(hdr), len(hdr) + len(data), hdr, data)
         )
-        outstanding += 1
-        if outstanding >= window or len(out) >= WRITE_CHUNK:
-            sendall(out)
-            out.clear()
-            while outstanding >= window:
-                take(read())
-                while conn.next < len(conn.events):  # the acks already parsed
-                    take(read())
-    if out:
-        sendall(out)
-    while outstanding:
-        take(read())
-    return acked, failed
+    return acks.finish()
 
 
 def range_read(conn: RawConn, stream: str, consumer: str, n: int, batch: int) -> int:

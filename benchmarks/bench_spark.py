@@ -268,28 +268,36 @@ class Bench:
             f"cast(lpad(cast(id as string), {MSG_SIZE}, 'x') as binary) as data",
         )
 
-    def _write_to_stream(self, save: Callable[[Any, str], None]) -> Run:
+    def _write_to_stream(
+        self, prepare: Callable[[str, str], Any], publish: Callable[[Any], Optional[str]]
+    ) -> Run:
+        """A write into a fresh stream (made and deleted untimed): ``prepare(prefix, tag)``
+        untimed, then ``publish`` of what it made, timed (it returns a problem, or None);
+        checked: the stream holds N."""
         tag = self._tag()
         stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
         self.admin.fresh_stream(stream, f"{prefix}.>")
         try:
-            df = self._rows(prefix)
+            work = prepare(prefix, tag)
             t0 = time.perf_counter()
-            save(df, prefix)
+            problem = publish(work)
             seconds = time.perf_counter() - t0
             stored = self.admin.stored(stream)
             run = Run(seconds, stored)
             if stored != self.n:
                 run.problems.append(f"the stream holds {stored:,} messages, not {self.n:,}")
+            if problem:
+                run.problems.append(problem)
             return run
         finally:
             self.admin.delete(stream)
 
-    def write_ours(self) -> Run:
-        def save(df: Any, prefix: str) -> None:
-            df.write.format("jetstream").option("servers", self.url).mode("append").save()
+    def _spark_write(self, df: Any) -> Optional[str]:
+        df.write.format("jetstream").option("servers", self.url).mode("append").save()
+        return None
 
-        return self._write_to_stream(save)
+    def write_ours(self) -> Run:
+        return self._write_to_stream(lambda prefix, tag: self._rows(prefix), self._spark_write)
 
     def _write_discard(self, fmt: str) -> Run:
         df = self._rows("bench.spark.d")
@@ -303,56 +311,39 @@ class Bench:
     def write_api_arrow_limit(self) -> Run:
         return self._write_discard("jss_discard_arrow")
 
+    def _columns(self, prefix: str) -> Tuple[List[str], List[bytes]]:
+        """The rows of ``_rows``, made in this process: subjects and payloads."""
+        subjects = [f"{prefix}.{i % SUBJECTS}" for i in range(self.n)]
+        return subjects, [str(i).rjust(MSG_SIZE, "x").encode() for i in range(self.n)]
+
     def write_client_limit(self) -> Run:
         """The same rows, published by the sink's own code in this process: no Spark."""
         from jetstream_sync.spark._publish import publish_all
 
-        tag = self._tag()
-        stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
-        self.admin.fresh_stream(stream, f"{prefix}.>")
-        try:
-            subjects = [f"{prefix}.{i % SUBJECTS}" for i in range(self.n)]
-            msgs = [
-                (subjects[i], str(i).rjust(MSG_SIZE, "x").encode(), None, None)
-                for i in range(self.n)
-            ]
-            t0 = time.perf_counter()
-            publish_all(self.admin.js, msgs, f"bench-{tag}-0")
-            seconds = time.perf_counter() - t0
-            stored = self.admin.stored(stream)
-            run = Run(seconds, stored)
-            if stored != self.n:
-                run.problems.append(f"the stream holds {stored:,} messages, not {self.n:,}")
-            return run
-        finally:
-            self.admin.delete(stream)
+        def prepare(prefix: str, tag: str) -> Any:
+            subjects, datas = self._columns(prefix)
+            return [(s, d, None, None) for s, d in zip(subjects, datas)], f"bench-{tag}-0"
+
+        def publish(work: Any) -> Optional[str]:
+            publish_all(self.admin.js, *work)
+            return None
+
+        return self._write_to_stream(prepare, publish)
 
     def write_raw_limit(self) -> Run:
         """The same rows published by a raw socket loop with the same ids
         (``_raw.js_publish_with_ids``): no client."""
         import _raw
 
-        tag = self._tag()
-        stream, prefix = f"BENCH_SPARK_W_{tag}".upper(), f"bench.spark.w.{tag}"
-        self.admin.fresh_stream(stream, f"{prefix}.>")
-        try:
-            subjects = [f"{prefix}.{i % SUBJECTS}" for i in range(self.n)]
-            datas = [str(i).rjust(MSG_SIZE, "x").encode() for i in range(self.n)]
+        def prepare(prefix: str, tag: str) -> Any:
+            return (*self._columns(prefix), f"bench-{tag}-0")
+
+        def publish(work: Any) -> Optional[str]:
             with _raw.RawConn(self.url) as conn:
-                t0 = time.perf_counter()
-                acked, failed = _raw.js_publish_with_ids(
-                    conn, subjects, datas, f"bench-{tag}-0", 16_384
-                )
-                seconds = time.perf_counter() - t0
-            stored = self.admin.stored(stream)
-            run = Run(seconds, stored)
-            if stored != self.n or failed or acked != self.n:
-                run.problems.append(
-                    f"stored {stored:,} of {self.n:,}; {acked:,} acks, {failed} failed"
-                )
-            return run
-        finally:
-            self.admin.delete(stream)
+                acked, failed = _raw.js_publish_with_ids(conn, *work, 16_384)
+            return None if (acked, failed) == (self.n, 0) else f"{acked} acked, {failed} failed"
+
+        return self._write_to_stream(prepare, publish)
 
     # streaming copy
 
@@ -366,7 +357,7 @@ class Bench:
         )
 
     def copy_to_stream(self) -> Run:
-        def save(df: Any, prefix: str) -> None:
+        def save(prefix: str) -> Optional[str]:
             checkpoint = os.path.join(self.tmp, f"cp-{prefix}")
             query = (
                 self._stream_source()
@@ -378,8 +369,9 @@ class Bench:
                 .start()
             )
             query.awaitTermination()
+            return None
 
-        return self._write_to_stream(save)
+        return self._write_to_stream(lambda prefix, tag: prefix, save)
 
     def copy_to_parquet(self) -> Run:
         tag = self._tag()

@@ -67,8 +67,18 @@ def _new_stream(url: str, prefix: str) -> str:
     return name
 
 
-def read_once(spark: Any, url: str, stream: str, n: int, partitions: int) -> Tuple[float, str]:
+def _summed(df: Any, n: int, t0: float) -> Tuple[float, str]:
+    """``select(count(*), sum(length(data)))`` of ``df``: the seconds since ``t0`` and a
+    problem ("" when it is N rows of MSG_SIZE bytes)."""
     from pyspark.sql import functions as F
+
+    row = df.select(F.count(F.lit(1)).alias("rows"), F.sum(F.length("data")).alias("bytes")).first()
+    took = time.perf_counter() - t0
+    ok = (row["rows"], row["bytes"]) == (n, n * MSG_SIZE)
+    return took, "" if ok else f"read {row['rows']} rows / {row['bytes']} B, expected {n}"
+
+
+def read_once(spark: Any, url: str, stream: str, n: int, partitions: int) -> Tuple[float, str]:
 
     t0 = time.perf_counter()
     df = (
@@ -78,10 +88,7 @@ def read_once(spark: Any, url: str, stream: str, n: int, partitions: int) -> Tup
         .option("partitions", str(partitions))
         .load()
     )
-    row = df.select(F.count(F.lit(1)).alias("rows"), F.sum(F.length("data")).alias("bytes")).first()
-    took = time.perf_counter() - t0
-    ok = (row["rows"], row["bytes"]) == (n, n * MSG_SIZE)
-    return took, "" if ok else f"read {row['rows']} rows / {row['bytes']} B, expected {n}"
+    return _summed(df, n, t0)
 
 
 def write_once(spark: Any, url: str, n: int, partitions: int) -> Tuple[float, str]:
@@ -101,7 +108,6 @@ def write_once(spark: Any, url: str, n: int, partitions: int) -> Tuple[float, st
 
 
 def read_api_limit(spark: Any, n: int, partitions: int) -> Tuple[float, str]:
-    from pyspark.sql import functions as F
 
     t0 = time.perf_counter()
     df = (
@@ -111,10 +117,7 @@ def read_api_limit(spark: Any, n: int, partitions: int) -> Tuple[float, str]:
         .option("size", str(MSG_SIZE))
         .load()
     )
-    row = df.select(F.count(F.lit(1)).alias("rows"), F.sum(F.length("data")).alias("bytes")).first()
-    took = time.perf_counter() - t0
-    ok = (row["rows"], row["bytes"]) == (n, n * MSG_SIZE)
-    return took, "" if ok else f"read {row['rows']} rows / {row['bytes']} B, expected {n}"
+    return _summed(df, n, t0)
 
 
 def write_api_limit(spark: Any, n: int, partitions: int) -> Tuple[float, str]:

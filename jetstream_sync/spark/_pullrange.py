@@ -364,5 +364,5 @@ def range_batches(
     from ._ranges import SeqRange, read_range
     from ._rows import batches
 
-    msgs = read_range(js, stream, SeqRange(start, end), filters, direct=True, timeout=timeout)
+    msgs = read_range(js, stream, SeqRange(start, end), filters, timeout=timeout)
     return batches(msgs, columns, include_headers)

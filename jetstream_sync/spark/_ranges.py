@@ -1,9 +1,10 @@
-"""Sequence ranges of a stream: what to read, how to split it, and reading one range.
+"""Sequence ranges of a stream: what to read, how to split it, and reading one range by
+batched direct get.
 
-Shared by the batch reader and (later) the streaming reader: the driver fixes an inclusive
-range of stream sequences ``[start, end]`` and splits it into contiguous pieces; each
-executor reads its piece with batched direct get (streams with ``allow_direct``), or with
-an ordered consumer starting at ``start`` otherwise, and stops at ``end``.
+Shared by the batch and the streaming reader: the driver fixes an inclusive range of stream
+sequences ``[start, end]`` and splits it into contiguous pieces; each executor reads its
+piece with an ack-none pull consumer (``_pullrange.py``, the default) or, with the option
+``direct`` true, by batched direct get (:func:`read_range`), and stops at ``end``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ __all__ = [
 ]
 
 DIRECT_BATCH = 1000  # messages per batched direct get request
-ORDERED_WINDOW = 1000  # messages an ordered consumer pulls ahead
 
 
 @dataclass(frozen=True)
@@ -195,14 +195,12 @@ def read_range(
     stream: str,
     rng: SeqRange,
     filters: Optional[Sequence[str]] = None,
-    direct: bool = True,
     timeout: float = 30.0,
 ) -> Iterator[StoredMsg]:
-    """Every message of ``rng`` (on one of ``filters``, if given), in sequence order."""
+    """Every message of ``rng`` (on one of ``filters``, if given), in sequence order, by
+    batched direct get (the stream needs ``allow_direct``)."""
     if rng.empty:
         return iter(())
-    if not direct:
-        return _read_ordered(js, stream, rng, filters, timeout)
     if not filters or len(filters) == 1:
         return _read_direct(js, stream, rng, filters[0] if filters else None, timeout)
     # A direct get follows one subject: one read per filter, merged in sequence order; a
@@ -236,28 +234,3 @@ def _read_direct(
             yield _from_raw(raw, stream)
         if got == 0:
             return  # nothing (more) from seq on
-
-
-def _read_ordered(
-    js: JetStream, stream: str, rng: SeqRange, filters: Optional[Sequence[str]], timeout: float
-) -> Iterator[StoredMsg]:
-    oc = js.ordered_consumer(
-        stream, filter_subjects=list(filters) if filters else None, opt_start_seq=rng.start
-    )
-    try:
-        if js.consumer_info(stream, oc.name).num_pending == 0:
-            return  # nothing (matching) from rng.start on
-        with oc.messages(max_messages=min(ORDERED_WINDOW, rng.count)) as it:
-            while True:
-                msg = it.next(timeout=timeout)
-                md = msg.metadata
-                if md.sequence.stream > rng.end:
-                    return
-                yield _from_consumed(msg, stream)
-                if md.sequence.stream >= rng.end or md.num_pending == 0:
-                    return  # the range's end, or nothing more stored to read
-    finally:
-        try:
-            oc.delete()
-        except errors.NATSError:
-            pass  # ephemeral with an inactive threshold: the server removes it anyway

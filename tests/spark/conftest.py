@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterator
+import uuid
+from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
@@ -16,13 +17,20 @@ pytest.importorskip(
 )
 pytest.importorskip("pyarrow", reason="pyarrow is not installed: install the test extra")
 
+import jetstream_sync as nats
 from jetstream_sync.server import NATSServer
 
 
 @pytest.fixture(scope="session")
 def spark_nats() -> Iterator[NATSServer]:
-    """A JetStream server with the monitoring endpoint (for /connz)."""
+    """A JetStream server with the monitoring endpoint (for /connz), and one file stream that
+    is never deleted: nats-server 2.15.1 removes the account's store directory
+    (``<store>/jetstream/$G``) when a memory stream is deleted while no file stream is left,
+    and a file stream made meanwhile fails with "could not create storage directory ... no
+    such file or directory" (err_code 10077)."""
     with NATSServer(jetstream=True, monitoring=True) as srv:
+        with nats.connect(srv.url, name="keep-store-dir") as nc:
+            nc.jetstream().add_stream(name="KEEP_STORE_DIR", subjects=["keep-store-dir"])
         yield srv
 
 
@@ -54,3 +62,46 @@ def spark(spark_nats: NATSServer) -> Iterator[Any]:
     finally:
         session.stop()
         jetstream_sync.spark.close_all()
+
+
+@pytest.fixture(scope="module")
+def nc(spark_nats: NATSServer) -> Iterator[nats.Client]:
+    """A client of the module's own (tests without Spark: the reader and the publisher)."""
+    with nats.connect(spark_nats.url, name="spark-tests") as client:
+        yield client
+
+
+@pytest.fixture
+def js(nc: nats.Client) -> Any:
+    return nc.jetstream()
+
+
+@pytest.fixture
+def new_stream(js: Any) -> Iterator[Callable[..., str]]:
+    """Makes streams (unique names unless given) capturing ``<lowercase name>.>``, memory
+    storage unless told; deleted afterwards."""
+    made: List[str] = []
+
+    def make(
+        storage: str = "memory",
+        allow_direct: bool = False,
+        name: Optional[str] = None,
+        **config: Any,
+    ) -> str:
+        name = name or f"T_{uuid.uuid4().hex[:10].upper()}"
+        js.add_stream(
+            name=name,
+            subjects=[f"{name.lower()}.>"],
+            storage=storage,
+            allow_direct=allow_direct,
+            **config,
+        )
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        try:
+            js.delete_stream(name)
+        except nats.NATSError:
+            pass

@@ -33,45 +33,6 @@ SINGLE = pa.map_(pa.string(), pa.string())
 # --- fixtures and helpers ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def nc(spark_nats: NATSServer) -> Iterator[nats.Client]:
-    with nats.connect(spark_nats.url, name="ackwindow-tests") as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture(scope="module")
-def keep_store_dir(nc: nats.Client) -> None:
-    """A file stream that is never deleted: nats-server 2.15.1 removes the account's store
-    directory when a memory stream is deleted while no file stream is left, and file streams
-    made later (by other modules on the same server) then fail. See test_spark_pullrange."""
-    nc.jetstream().add_stream(name="AW_KEEP_STORE_DIR", subjects=["aw-keep-store-dir"])
-
-
-@pytest.fixture
-def new_stream(js: JetStream, keep_store_dir: None) -> Iterator[Callable[..., str]]:
-    """Makes memory streams (unique names unless given) capturing ``<lowercase name>.>``;
-    deleted afterwards."""
-    made: List[str] = []
-
-    def make(name: Optional[str] = None, **config: Any) -> str:
-        name = name or f"AW_{uuid.uuid4().hex[:10].upper()}"
-        js.add_stream(name=name, subjects=[f"{name.lower()}.>"], storage="memory", **config)
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        try:
-            js.delete_stream(name)
-        except nats.NATSError:
-            pass
-
-
 def stored(js: JetStream, stream: str, timeout: float = 20.0) -> List[Stored]:
     """Every message of ``stream`` in stream order, read with an ordered consumer."""
     total = js.stream_info(stream).state.messages

@@ -103,7 +103,24 @@ def test_read_by_time(spark: Any, spark_nats: NATSServer, direct_stream: Expecte
     assert _read(spark, spark_nats.url, "RD", start_time=future).count() == 0
 
 
-def test_read_ordered_fallback(spark: Any, spark_nats: NATSServer, direct_stream: Expected) -> None:
+def test_read_by_direct_get(spark: Any, spark_nats: NATSServer, direct_stream: Expected) -> None:
+    """direct=true: batched direct get instead of a consumer, the same rows."""
+    url = spark_nats.url
+    _check_rows(
+        _read(spark, url, "RD", partitions=3, direct="true").collect(),
+        direct_stream,
+        list(range(1, N + 1)),
+        "RD",
+    )
+    filtered = _read(spark, url, "RD", direct="true", filter_subjects="rd.a,rd.b", start_seq=7)
+    _check_rows(filtered.collect(), direct_stream, list(range(7, N + 1)), "RD")
+    with nats.connect(url) as nc:
+        assert nc.jetstream().consumer_names("RD") == []  # none was made
+
+
+def test_read_a_stream_without_allow_direct(
+    spark: Any, spark_nats: NATSServer, direct_stream: Expected
+) -> None:
     expected = _fill(spark_nats.url, "RX", allow_direct=False)
     url = spark_nats.url
     _check_rows(

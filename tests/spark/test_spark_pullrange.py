@@ -8,9 +8,8 @@ from __future__ import annotations
 import threading
 import time
 import types
-import uuid
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -31,48 +30,6 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 10.0) -> Non
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.01)
-
-
-@pytest.fixture(scope="module")
-def nc(spark_nats: NATSServer) -> Iterator[nats.Client]:
-    with nats.connect(spark_nats.url, name="pullrange-tests") as client:
-        yield client
-
-
-@pytest.fixture
-def js(nc: nats.Client) -> JetStream:
-    return nc.jetstream()
-
-
-@pytest.fixture(scope="module")
-def keep_store_dir(nc: nats.Client) -> None:
-    """A file stream kept for the whole session. nats-server 2.15.1 removes the account's
-    store directory (``<store>/jetstream/$G``) when a memory stream is deleted while no file
-    stream is left, and a file stream created meanwhile fails with "could not create storage
-    directory ... no such file or directory" (err_code 10077). One file stream that is never
-    deleted keeps the directory."""
-    nc.jetstream().add_stream(name="PR_KEEP_STORE_DIR", subjects=["pr-keep-store-dir"])
-
-
-@pytest.fixture
-def new_stream(js: JetStream, keep_store_dir: None) -> Iterator[Callable[..., str]]:
-    """Makes streams with unique names (subjects <lowercase name>.>); deleted afterwards."""
-    made: List[str] = []
-
-    def make(storage: str = "memory", allow_direct: bool = False) -> str:
-        name = f"PR_{uuid.uuid4().hex[:10].upper()}"
-        js.add_stream(
-            name=name, subjects=[f"{name.lower()}.>"], storage=storage, allow_direct=allow_direct
-        )
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        try:
-            js.delete_stream(name)
-        except nats.NATSError:
-            pass
 
 
 def publish(
