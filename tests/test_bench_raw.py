@@ -103,6 +103,35 @@ def test_js_publish_both_ways_stores_every_message(js, conn):
         js.delete_stream(name)
 
 
+def test_js_publish_with_ids_stores_each_row_once_under_the_sinks_id(js, conn):
+    from jetstream_sync.spark._publish import RowIds
+
+    name = stream_name("RAWIDS")
+    subjects = [f"{name.lower()}.{i % 3}" for i in range(300)]
+    datas = [b"row-%d" % i for i in range(300)]
+    js.add_stream(name=name, subjects=[f"{name.lower()}.>"], storage=nats.StorageType.MEMORY)
+    try:
+        assert _raw.js_publish_with_ids(conn, subjects, datas, "w-0", 16) == (300, 0)
+        assert js.stream_info(name).state.messages == 300
+        want = RowIds("w-0").of(subjects, datas)  # the sink's ids: the same work
+        got = [js.get_msg(name, seq=s).headers["Nats-Msg-Id"].encode() for s in (1, 150, 300)]
+        assert got == [want[0], want[149], want[299]]
+        # again: every one is a duplicate (acked, stored once)
+        assert _raw.js_publish_with_ids(conn, subjects, datas, "w-0", 16) == (300, 0)
+        assert js.stream_info(name).state.messages == 300
+    finally:
+        js.delete_stream(name)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 100])
+def test_range_read_reads_every_message_of_an_ack_none_consumer(js, conn, batch):
+    with preloaded(js, "RAWRANGE", 250) as (name, _subject):
+        info = js.add_consumer(name, ack_policy=nats.AckPolicy.NONE)
+        assert _raw.range_read(conn, name, info.name, 250, batch) == 250
+        after = js.consumer_info(name, info.name)
+        assert after.delivered.stream_seq == 250 and after.num_pending == 0
+
+
 @pytest.mark.parametrize("batch", [1, 7, 100])
 def test_fetch_loop_acks_every_message(js, conn, batch):
     with preloaded(js, "RAWPULL", 200, consumer="C") as (name, _subject):
