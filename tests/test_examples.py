@@ -57,6 +57,13 @@ EXPECTED = {
         "big orders written: 100",
         "streamed into AUDIT: 1200 of 1200",
     ],
+    "spark_connect.py": [
+        "connect session: pyspark.sql.connect.session",
+        "readings.sensor0: total 4900",
+        "readings.sensor2: total 4900",
+        "summary messages: 3",
+        "copied with AvailableNow: 600 of 600",
+    ],
     "dead_letters.py": [
         "dead letters handled: 2",
         "'malformed' from ORDERS seq 2, terminated after 1 deliveries 'cannot parse'",
@@ -83,6 +90,13 @@ needs_spark = pytest.mark.skipif(
     reason="pyspark is not installed (pyspark 4.2 needs Python 3.10)",
 )
 
+# The Spark Connect example also needs the Connect client (grpcio: the test extra's
+# pyspark[connect]); without it pyspark cannot start or reach a Connect server.
+needs_connect = pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("grpc") is None,
+    reason="the Spark Connect client is not installed (the test extra's pyspark[connect])",
+)
+
 # Servers that run until stopped: each has a test of its own.
 SERVERS = {"flask_app.py": "tests/test_flask_app.py"}
 
@@ -91,7 +105,7 @@ def test_every_example_is_covered() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted({*EXPECTED, *SERVERS})
 
 
-MARKS = dict.fromkeys(NEEDS_SPARK, needs_spark)
+MARKS = {**dict.fromkeys(NEEDS_SPARK, needs_spark), "spark_connect.py": needs_connect}
 
 
 @pytest.mark.parametrize(
