@@ -147,7 +147,18 @@ class RangePull:
             config.filter_subject = self._filters[0]
         elif self._filters:
             config.filter_subjects = self._filters
-        info = js.add_consumer(self._stream, config=config, timeout=self._timeout)
+        try:
+            info = js.add_consumer(self._stream, config=config, timeout=self._timeout)
+        except (errors.NoStreamResponseError, errors.StreamNotFoundError):
+            raise
+        except errors.NATSError as exc:
+            # Kept as it is (its class, its code), with what a reader may do about it.
+            exc.args = (
+                f"{exc} (reading stream {self._stream!r} makes an ephemeral pull consumer; a "
+                "reader that may not make consumers can read with the option direct=true, "
+                "batched direct get, on a stream with allow_direct)",
+            )
+            raise
         self._consumer = info.name
         self._pull_subject = f"{js.prefix}.CONSUMER.MSG.NEXT.{self._stream}.{info.name}"
         self._inbox = js.nc.new_inbox()

@@ -563,3 +563,28 @@ def test_no_message_within_the_timeout_raises() -> None:
             assert f"sequences {len(seqs) + 1}..100" in str(info.value)
         finally:
             client.close()
+
+
+def test_a_reader_that_may_not_make_consumers_is_told_about_direct() -> None:
+    """A user allowed stream info and direct get only: the pull path fails naming the way
+    out, and direct=True reads the same rows."""
+    config = """
+    authorization { users = [
+      { user: admin, password: pw }
+      { user: reader, password: pw, permissions: {
+          publish: { allow: ["$JS.API.INFO", "$JS.API.STREAM.INFO.>", "$JS.API.DIRECT.GET.>"] }
+          subscribe: { allow: ["_INBOX.>"] } } }
+    ] }
+    """
+    with NATSServer(jetstream=True, config=config) as srv:
+        with nats.connect(srv.url, user="admin", password="pw") as admin:
+            ajs = admin.jetstream()
+            ajs.add_stream(name="RO", subjects=["ro.>"], allow_direct=True)
+            for i in range(20):
+                ajs.publish(f"ro.{i % 2}", b"m%d" % i)
+        with nats.connect(srv.url, user="reader", password="pw", error_cb=lambda e: None) as nc:
+            js = nc.jetstream(timeout=2)
+            with pytest.raises(nats.NATSError, match="direct=true"):
+                list(range_batches(js, "RO", 1, 20, None, COLUMNS, True, False, 2.0))
+            batches = list(range_batches(js, "RO", 1, 20, None, COLUMNS, True, True, 2.0))
+            assert rows_of(batches) == [(i + 1, f"ro.{i % 2}", b"m%d" % i) for i in range(20)]
