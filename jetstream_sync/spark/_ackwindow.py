@@ -15,29 +15,39 @@ that it had stored already (within its duplicate window) and acks them as duplic
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from itertools import repeat
+from typing import Dict, List, Mapping, Optional, Sequence, cast
 
 from .. import errors
 from .._protocol import check_publish_subject
 from .._seam import raw_headers
 from ..jetstream.context import JetStream
 from ..jetstream.publish import pub_ack
-from ..msg import HeadersLike, Msg, encode_headers
+from ..msg import HeadersLike, Msg, encode_headers, parse_header_block
 
 __all__ = ["AckWindow", "PublishResult"]
+
+_subject_of = operator.attrgetter("subject")
+_data_of = operator.attrgetter("data")
 
 WINDOW = 16_384  # messages awaiting their ack
 WINDOW_BYTES = 32 * 1024 * 1024  # and their frames' bytes
 WRITE_CHUNK = 256 * 1024  # frames go to the connection in writes of about this size
 _RESEND_AFTER = 5.0  # seconds without an ack while some are missing: send them again
+# A 503 (no stream answered) right after a server restart is JetStream not ready yet: sent
+# again every _NO_STREAM_RETRY, it fails the write only once 503s alone came this long.
+_NO_STREAM_WAIT = 2.0
+_NO_STREAM_RETRY = 0.25
 _BIG = 1 << 40
 _ID_HEADER = b"NATS/1.0\r\nNats-Msg-Id: "
 _FRAME = b"%b%d %d %d\r\n%b%b%b\r\n"  # prefix, token, hlen, total, id header, id end, data
 _ID_END = b"\r\n\r\n"
 _NO_ID = b"NATS/1.0\r\n\r\n"  # a message without an id still goes as HPUB: one template
+_ERROR = b'"error"'
 _DUPLICATE = b'"duplicate"'  # in a PubAck only when true (or as a stream's name)
 # The key, not a stream or domain named "duplicate"; nats-server 2.15 writes a space there.
 _DUPLICATE_TRUE = re.compile(rb'"duplicate"\s*:\s*true')
@@ -88,6 +98,8 @@ class AckWindow:
         self._acks: List[Msg] = []  # appended by the hook, taken by the caller
         self._wake = threading.Event()
         self._resend = False  # a reconnect: frames in flight may be lost
+        self._no_stream_since: Optional[float] = None  # 503s and nothing stored since then
+        self._retry_at: Optional[float] = None  # when to send again what a 503 refused
         self.result = PublishResult()
         self._max_payload = js.nc.max_payload
         self._sub = self._core.subscribe(
@@ -222,6 +234,9 @@ class AckWindow:
                 self._resend = False
                 resent = True  # once per silence: the copies are dropped as duplicates
                 self._send_again()
+            elif self._retry_at is not None and now >= self._retry_at:
+                self._retry_at = None  # what 503s refused (and copies: dropped)
+                self._send_again()
             self._wake.wait(min(0.25, self._ack_timeout - silent))
 
     def _send_again(self) -> None:
@@ -232,13 +247,40 @@ class AckWindow:
 
     def _count(self) -> int:
         """Take the acks that came: count stored and duplicates, free their frames; raise
-        the first error. Returns how many were taken."""
+        the first error. Returns how many were taken.
+
+        The usual read (no status, no error, every ack the first for its message) is counted
+        a whole read at a time by C-level passes; anything else goes one by one."""
         acks = self._acks
         n = len(acks)
         if not n:
             return 0
         taken = acks[:n]
         del acks[:n]  # atomic: the hook may append meanwhile, at the end
+        if not any(map(raw_headers, taken)):
+            data = b"\n".join(map(_data_of, taken))
+            if _ERROR not in data:
+                cut = self._reply_len
+                try:
+                    tokens = [int(subject[cut:]) for subject in map(_subject_of, taken)]
+                except ValueError:
+                    tokens = []
+                frames = self._frames
+                popped = list(map(frames.pop, tokens, repeat(None)))
+                if tokens and None not in popped:
+                    self._no_stream_since = None
+                    dups = len(_DUPLICATE_TRUE.findall(data)) if _DUPLICATE in data else 0
+                    self.result.duplicates += dups
+                    self.result.published += n - dups
+                    self._frame_bytes -= sum(map(len, cast(List[bytes], popped)))
+                    return n
+                for token, frame in zip(tokens, popped):  # back, for the one-by-one count
+                    if frame is not None:
+                        frames[token] = frame
+        self._count_each(taken)
+        return n
+
+    def _count_each(self, taken: List[Msg]) -> None:
         frames = self._frames
         cut = self._reply_len
         result = self.result
@@ -248,23 +290,47 @@ class AckWindow:
                 token = int(msg.subject[cut:])
             except ValueError:
                 continue
-            frame = frames.pop(token, None)
+            frame = frames.get(token)
             if frame is None:
                 continue  # the ack of a copy sent again: counted once already
-            freed += len(frame)
-            data = msg.data
             if raw_headers(msg) is not None:  # a status: 503 when no stream has the subject
-                raise errors.NoStreamResponseError(
-                    f"no stream answered a publish (status in {raw_headers(msg)!r})"
-                )
-            if b'"error"' in data:
+                self._refused(msg)
+                continue  # the frame stays, to be sent again
+            del frames[token]
+            freed += len(frame)
+            self._no_stream_since = None
+            data = msg.data
+            if _ERROR in data:
                 pub_ack(data, "a Spark partition's publish")  # raises the API error
             if _DUPLICATE in data and _DUPLICATE_TRUE.search(data) is not None:
                 result.duplicates += 1
             else:
                 result.published += 1
         self._frame_bytes -= freed
-        return n
+
+    def _refused(self, msg: Msg) -> None:
+        """A status instead of an ack (503: no stream answered). Right after a server
+        restart JetStream may not be ready: send again soon; after _NO_STREAM_WAIT of
+        nothing but refusals, fail."""
+        now = time.monotonic()
+        if self._no_stream_since is None:
+            self._no_stream_since = now
+        elif now - self._no_stream_since > _NO_STREAM_WAIT:
+            raise errors.NoStreamResponseError(
+                f"no stream answered a publish to {_refusal(msg)} for {_NO_STREAM_WAIT:g} "
+                "s: does a stream capture the subject?"
+            )
+        if self._retry_at is None:
+            self._retry_at = now + _NO_STREAM_RETRY
+            self._wake.set()
+
+
+def _refusal(msg: Msg) -> str:
+    """What a status reply says: the subject published to (nats-server names it in
+    Nats-Subject) and the status line."""
+    status, description, headers = parse_header_block(raw_headers(msg) or b"NATS/1.0")
+    subject = headers.get("Nats-Subject", "a subject")
+    return f"{subject!r} (status {status} {description})".replace(" )", ")")
 
 
 def _with_id(headers: Mapping[str, List[str]], msg_id: Optional[bytes]) -> HeadersLike:

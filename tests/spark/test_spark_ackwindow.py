@@ -346,13 +346,32 @@ def test_a_subject_no_stream_captures_raises_no_stream_response(js: JetStream) -
     subject = f"aw-nowhere-{uuid.uuid4().hex[:8]}.x"
     batch = record_batch(subject=[subject] * 3, data=[b"1", b"2", b"3"])
     t = time.monotonic()
-    with pytest.raises(errors.NoStreamResponseError, match="503"):
+    with pytest.raises(errors.NoStreamResponseError, match="503") as caught:
         publish_arrow(js, [batch], None, "n", ack_timeout=30)
     assert time.monotonic() - t < 5
+    assert subject in str(caught.value)  # the subject published to, not our inbox
     t = time.monotonic()
     with pytest.raises(errors.NoStreamResponseError):
         publish_all(js, [(subject, b"1", None, None)], "n", ack_timeout=30)
     assert time.monotonic() - t < 5
+
+
+def test_a_stream_made_after_the_first_refusal_gets_every_message(
+    js: JetStream, new_stream: Callable[..., str]
+) -> None:
+    """A 503 (no stream answered) is what a publish gets while a restarted server's
+    JetStream recovers its streams: sent again, not fatal, when a stream appears in time."""
+    name = f"AWLATE_{uuid.uuid4().hex[:8].upper()}"
+    subject = f"{name.lower()}.x"
+    subjects, datas = [subject] * 100, [b"late-%d" % i for i in range(100)]
+    with AckWindow(js, ack_timeout=10) as window:
+        window.add(subjects, datas, RowIds("late").of(subjects, datas))
+        wait_for(
+            lambda: bool(window._count() or window._no_stream_since is not None), "a 503"
+        )  # the first publishes were refused: no stream yet
+        new_stream(name=name)
+        assert window.finish() == PublishResult(100, 0)
+    assert [m[1] for m in stored(js, name)] == datas  # each once, in order
 
 
 def test_an_error_ack_surfaces_with_the_servers_description(
