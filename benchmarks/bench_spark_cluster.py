@@ -186,7 +186,12 @@ def measure(
     rates: Dict[str, List[float]] = {path: [] for path in PATHS}
     for i in range(runs):
         for path in PATHS:
-            took, problem = paths[path](n)
+            try:
+                took, problem = paths[path](n)
+            except Exception as exc:  # recorded, and the other paths still run
+                result["errors"].append(f"{label} {path}: {type(exc).__name__}: {exc}")
+                print(f"  {label} {path} round {i + 1}: ERROR {type(exc).__name__}: {exc}")
+                continue
             print(f"  {label} {path} round {i + 1}: {took:.2f} s ({n / took:,.0f} rows/s)")
             if problem:
                 result["errors"].append(f"{label} {path}: {problem}")
