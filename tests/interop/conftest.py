@@ -1,9 +1,10 @@
 """Fixtures of the nats.js interop tests: node, the peers, our JetStream context, streams.
 
 The server is the session's ``nats_server``, with ``js`` and ``stream`` (jetstream_sync.testing);
-nats.js and our client both talk to it. Without node the tests are skipped; with node but without
-``tests/interop/node_modules`` they fail, because that is a setup step left out, not a
-missing tool: ``npm ci --prefix tests/interop`` makes it from the committed lock file.
+nats.js and our client both talk to it. Without node the tests are skipped. Without
+``tests/interop/node_modules`` the session makes it once, as ``.ci/run`` does: ``npm ci --prefix
+tests/interop`` installs the nats.js versions of the committed lock file; without npm, or if
+that install fails, the tests are skipped with the reason (a fresh clone never errors here).
 """
 
 from __future__ import annotations
@@ -25,17 +26,39 @@ def node() -> str:
     path = shutil.which("node")
     if path is None:
         pytest.skip("node is not installed: the nats.js interop tests need node >= 18 on PATH")
-    if not (HERE / "node_modules" / "@nats-io" / "jetstream").is_dir():
-        pytest.fail(
-            "tests/interop/node_modules is missing: run `npm ci --prefix tests/interop` "
-            "(installs the nats.js versions pinned in tests/interop/package-lock.json)",
-            pytrace=False,
-        )
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
     major = int(out.stdout.strip().lstrip("v").split(".")[0])
     if major < 18:
         pytest.skip(f"node {out.stdout.strip()} is too old for nats.js 3 (needs >= 18)")
+    if not (HERE / "node_modules" / "@nats-io" / "jetstream").is_dir():
+        why = _install_natsjs()
+        if why:
+            pytest.skip(why)
     return path
+
+
+NPM_CI_TIMEOUT = 600.0
+
+
+def _install_natsjs() -> str:
+    """``npm ci`` in tests/interop (the lock file's nats.js); why it could not, or ""."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return (
+            "tests/interop/node_modules is missing and npm is not on PATH to install it: "
+            "`npm ci --prefix tests/interop` installs the nats.js versions of the lock file"
+        )
+    command = [npm, "ci", "--prefix", str(HERE), "--no-audit", "--no-fund", "--loglevel=error"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"`npm ci --prefix tests/interop` did not finish within {NPM_CI_TIMEOUT:g} s"
+    if done.returncode != 0 or not (HERE / "node_modules" / "@nats-io" / "jetstream").is_dir():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return f"`npm ci --prefix tests/interop` failed (exit {done.returncode}): " + " / ".join(
+            tail
+        )
+    return ""
 
 
 @pytest.fixture
