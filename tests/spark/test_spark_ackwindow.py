@@ -23,6 +23,7 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.spark._ackwindow import WRITE_CHUNK, AckWindow, PublishResult
 from jetstream_sync.spark._publish import RowIds, publish_all, publish_arrow
+from jetstream_sync.testing import wait_until
 
 Hdrs = Dict[str, List[str]]
 Stored = Tuple[str, bytes, Hdrs]  # subject, data, every header (Nats-Msg-Id included)
@@ -95,14 +96,6 @@ def record_batch(**columns: Any) -> Any:
     """A RecordBatch from lists (or ready arrays), types inferred unless given."""
     arrays = [c if isinstance(c, pa.Array) else pa.array(c) for c in columns.values()]
     return pa.RecordBatch.from_arrays(arrays, names=list(columns))
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 # --- content ids, order, re-runs ----------------------------------------------------------------
@@ -366,9 +359,9 @@ def test_a_stream_made_after_the_first_refusal_gets_every_message(
     subjects, datas = [subject] * 100, [b"late-%d" % i for i in range(100)]
     with AckWindow(js, ack_timeout=10) as window:
         window.add(subjects, datas, RowIds("late").of(subjects, datas))
-        wait_for(
-            lambda: bool(window._count() or window._no_stream_since is not None), "a 503"
-        )  # the first publishes were refused: no stream yet
+        # the first publishes are refused: no stream yet
+        refused = lambda: bool(window._count() or window._no_stream_since is not None)  # noqa: E731
+        wait_until(refused, what="a 503")
         new_stream(name=name)
         assert window.finish() == PublishResult(100, 0)
     assert [m[1] for m in stored(js, name)] == datas  # each once, in order
@@ -413,7 +406,7 @@ def test_no_ack_within_ack_timeout_raises_timeout_error() -> None:
             srv.resume()
         # The server took the frames meanwhile: after resuming they are stored, and the
         # retried task is de-duplicated.
-        wait_for(lambda: js.stream_info("PAUSED").state.messages == 200, "the late stores")
+        wait_until(lambda: js.stream_info("PAUSED").state.messages == 200, what="the late stores")
         assert publish_arrow(js, [batch], None, "pb", ack_timeout=5) == PublishResult(0, 100)
 
 

@@ -19,17 +19,10 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.spark._pullrange import RangePull, pull_batches, range_batches
 from jetstream_sync.spark._rows import COLUMNS
+from jetstream_sync.testing import wait_until
 
 Published = Dict[int, Tuple[str, bytes]]  # stream seq -> (subject, data)
 ROW_COLUMNS = ["stream_seq", "subject", "data"]
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def publish(
@@ -428,7 +421,7 @@ class _HoldReads:
         self._calls += 1
         if self._calls == 1:
             return 0
-        wait_for(lambda: self._delivered() >= self._end, "the deliveries")
+        wait_until(lambda: self._delivered() >= self._end, what="the deliveries")
         got: Optional[int] = self._core.read_here(timeout, ready)
         return got
 
@@ -518,7 +511,7 @@ def read_through_a_restart(
     assert len(made) >= 2, made  # the read went on with a new consumer after the reconnect
     check_sizes(batches, 7)
     assert rows_of(batches) == expected_rows(published, range(start, end + 1))
-    wait_for(lambda: js.consumer_names("RC") == [], "the consumer's deletion")
+    wait_until(lambda: js.consumer_names("RC") == [], what="the consumer's deletion")
 
 
 def test_a_consumer_lost_between_batches_is_replaced(
@@ -534,7 +527,7 @@ def test_a_consumer_lost_between_batches_is_replaced(
         info = js.consumer_info(stream, name)
         return info.num_waiting == 0 and info.delivered.stream_seq >= 7
 
-    wait_for(pulls_served, "the pulls served")  # none waits, so no 409 will come
+    wait_until(pulls_served, what="the pulls served")  # none waits, so no 409 will come
     js.delete_consumer(stream, name)
     batches += list(gen)
     assert rows_of(batches) == expected_rows(published, range(1, 101))
