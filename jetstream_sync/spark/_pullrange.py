@@ -235,7 +235,7 @@ class RangePull:
                 if have != seen:
                     seen = have
                     last_progress = pulls_checked = time.monotonic()
-                    if have and self._ended(msgs[-1].reply, self._taken + have):
+                    if have and self._ended(msgs[-1], self._taken + have):
                         self._done = True
                         break
                 if have >= batch or self._feed.restart:
@@ -277,15 +277,15 @@ class RangePull:
     def _ready(self) -> int:
         return len(self._feed.msgs) >= self._batch or self._feed.restart
 
-    def _ended(self, reply: str, delivered: int) -> bool:
-        """Whether the range is read, from the newest delivery's reply subject."""
+    def _ended(self, newest: Msg, delivered: int) -> bool:
+        """Whether the range is read, from the newest delivery's metadata (once a read)."""
         if delivered >= self._cap:
             return True
-        tokens = reply.split(".")
-        first = 5 if len(tokens) == 9 else 7 if len(tokens) > 10 else -1
-        if first < 0 or not tokens[first].isdigit() or not tokens[first + 3].isdigit():
-            return False  # not an ack subject: the batch's check refuses it
-        return int(tokens[first]) >= self._end or tokens[first + 3] == "0"
+        try:
+            md = newest.metadata
+        except errors.NotJSMessageError:
+            return False  # the batch's check refuses it, naming the reply
+        return md.sequence.stream >= self._end or md.num_pending == 0
 
     def _pull_more(self, buffered: int) -> None:
         """Keep up to two pulls out, the second only once the first is used up, and never
