@@ -27,7 +27,13 @@ from .kv import KeyValueFactory
 from .manager import JetStreamManager
 from .object_store import ObjectStoreFactory
 from .ordered import OrderedConsumerFactory
-from .publish import AsyncPublisher, Publisher
+from .publish import (
+    DEFAULT_RETRY_ATTEMPTS,
+    DEFAULT_RETRY_WAIT,
+    AsyncPublisher,
+    Publisher,
+    check_retry_attempts,
+)
 from .pull import PullSubscriber, PullSubscription
 from .push import JetStreamSubscription, PushSubscriber
 
@@ -65,7 +71,14 @@ class JetStream(
         timeout: float = 5.0,
         publish_async_max_pending: int = 4000,
         publish_async_stall_wait: float = 5.0,
+        *,
+        publish_retry_attempts: int = DEFAULT_RETRY_ATTEMPTS,
+        publish_retry_wait: float = DEFAULT_RETRY_WAIT,
     ) -> None:
+        """``publish_retry_attempts`` / ``publish_retry_wait``: the defaults of publish's and
+        publish_async's ``retry_attempts`` (2; -1: until the timeout) and ``retry_wait``
+        (0.25 s), how often and how far apart a publish that no stream answered (503) is
+        sent again before NoStreamResponseError."""
         if domain is not None:
             if prefix != DEFAULT_API_PREFIX:
                 raise errors.InvalidArgumentError("give either prefix or domain, not both")
@@ -89,6 +102,10 @@ class JetStream(
             )
         self._async_max_pending = publish_async_max_pending
         self._async_stall_wait = check_timeout(publish_async_stall_wait, "publish_async_stall_wait")
+        self._retry_attempts = check_retry_attempts(
+            publish_retry_attempts, "publish_retry_attempts"
+        )
+        self._retry_wait = check_timeout(publish_retry_wait, "publish_retry_wait")
         self._async_lock = threading.Lock()
         self._async: Optional[AsyncPublisher] = None
 

@@ -1,8 +1,11 @@
 """Publishing to streams: ``publish`` waits for the ack, ``publish_async`` pipelines.
 
 ``publish`` is a core request whose answer is a PubAck. A 503 (no responders) means no
-stream captured the subject *yet* — during a leader election the stream is briefly without
-a leader — so it is retried with backoff until the timeout runs out.
+stream captures the subject — or none does *yet*: during a leader election the stream is
+briefly without a leader. As nats.go does, the request is sent again ``retry_attempts``
+times (default 2), ``retry_wait`` apart (default 0.25 s), within the timeout, then
+:class:`NoStreamResponseError` is raised: a publish no stream captures fails in about half
+a second, not after the whole timeout. ``retry_attempts=-1`` retries until the timeout.
 
 ``publish_async`` sends the message with a reply subject under one wildcard inbox and
 returns a ``concurrent.futures.Future``, resolved on the network thread when the ack comes
@@ -10,7 +13,9 @@ returns a ``concurrent.futures.Future``, resolved on the network thread when the
 thread expires futures whose ack did not come within their timeout, and the client's close
 fails every pending one: no future ever hangs.
 At most ``max_pending`` acks are outstanding; past that ``publish_async`` waits up to
-``stall_wait`` for room, then raises :class:`PublishStalledError`.
+``stall_wait`` for room, then raises :class:`PublishStalledError`. A 503 answering an async
+publish is retried the same way as ``publish``'s, on the timer thread, within the future's
+timeout.
 """
 
 from __future__ import annotations
@@ -36,7 +41,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._seam import Core
     from ..client import Client
 
-__all__ = ["AsyncPublisher", "Publisher", "publish_headers"]
+__all__ = [
+    "DEFAULT_RETRY_ATTEMPTS",
+    "DEFAULT_RETRY_WAIT",
+    "AsyncPublisher",
+    "Publisher",
+    "check_retry_attempts",
+    "publish_headers",
+]
+
+# After a 503 (no stream answered), send the publish again this many times, this far apart
+# (nats.go's DefaultPubRetryAttempts and DefaultPubRetryWait).
+DEFAULT_RETRY_ATTEMPTS = 2
+DEFAULT_RETRY_WAIT = 0.25
 
 MSG_ID = "Nats-Msg-Id"
 EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -92,6 +109,46 @@ def publish_headers(
     for name, value in extra:
         merged.add(name, value)
     return merged
+
+
+def check_retry_attempts(value: Any, what: str = "retry_attempts") -> int:
+    """How many times a publish answered by a 503 is sent again: an int >= 0, or -1 for
+    "until the timeout" (nats.go's negative RetryAttempts)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidArgumentError(
+            f"{what} must be an int >= 0 (or -1: retry until the timeout), got "
+            f"{type(value).__name__} {value!r}"
+        )
+    if value < -1:
+        raise errors.InvalidArgumentError(
+            f"{what} must be >= 0 (or -1: retry until the timeout), got {value!r}"
+        )
+    return value
+
+
+def retry_options(
+    attempts: Optional[int], wait: Optional[float]
+) -> Tuple[Optional[int], Optional[float]]:
+    """publish's ``retry_attempts`` and ``retry_wait``, checked; None stays None (the
+    context's default)."""
+    if attempts is not None:
+        attempts = check_retry_attempts(attempts)
+    if wait is not None:
+        wait = check_timeout(wait, "retry_wait")
+    return attempts, wait
+
+
+def no_stream_error(
+    subject: str, attempts: int, wait: float, t: Optional[float] = None
+) -> errors.NoStreamResponseError:
+    """The NoStreamResponseError of a publish to ``subject`` sent ``attempts`` times."""
+    within = "" if t is None else f" within its {t} s timeout"
+    tries = "once" if attempts == 1 else f"{attempts} times, {wait} s apart"
+    return errors.NoStreamResponseError(
+        f"no stream answered a publish to {subject!r} (sent {tries}{within}): no stream "
+        "captures this subject (or its leader is still being elected: retry_attempts=-1 "
+        "retries until the timeout)"
+    )
 
 
 def nats_py_names(
@@ -199,6 +256,9 @@ class Publisher:
     _async: Optional[AsyncPublisher]
     _async_max_pending: int
     _async_stall_wait: float
+    # The context's defaults (JetStream's publish_retry_attempts / publish_retry_wait).
+    _retry_attempts: int = DEFAULT_RETRY_ATTEMPTS
+    _retry_wait: float = DEFAULT_RETRY_WAIT
 
     def publish(
         self,
@@ -215,8 +275,17 @@ class Publisher:
         payload: Optional[bytes] = None,
         stream: Optional[str] = None,
         msg_ttl: Optional[Union[float, str]] = None,
+        retry_attempts: Optional[int] = None,
+        retry_wait: Optional[float] = None,
     ) -> api.PubAck:
         """Publish to a stream and wait for its ack (a :class:`PubAck`).
+
+        When no stream answers (the server's 503, no responders: no stream captures the
+        subject, or its leader is being elected), the publish is sent again
+        ``retry_attempts`` times (default 2; -1: until the timeout), ``retry_wait`` seconds
+        apart (default 0.25), all within ``timeout``; then :class:`NoStreamResponseError`.
+        Their defaults are the context's (``publish_retry_attempts``,
+        ``publish_retry_wait``).
 
         nats-py's keywords work too: ``payload`` (for ``data``), ``stream`` (for
         ``expected_stream``), and ``msg_ttl``: this message's time to live in seconds
@@ -225,6 +294,10 @@ class Publisher:
         ours: pass ``timeout`` by keyword.
         """
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
+        attempts = (
+            self._retry_attempts if retry_attempts is None else check_retry_attempts(retry_attempts)
+        )
+        wait = self._retry_wait if retry_wait is None else check_timeout(retry_wait, "retry_wait")
         if payload is not None or stream is not None or msg_ttl is not None:
             data, expected_stream, headers = nats_py_names(
                 data, payload, expected_stream, stream, headers, msg_ttl
@@ -238,34 +311,26 @@ class Publisher:
             expected_last_subject_seq,
         )
         deadline = Deadline(t, f"JetStream publish to {subject!r}")
-        backoff = 0.01
-        no_stream = False  # a 503 came: the retries are for a leader being elected
+        sent = 0  # how many times the publish went out
         while True:
+            sent += 1
             try:
                 reply = self._nc.request(
                     subject, data, timeout=max(deadline.remaining(), 0.001), headers=hdrs
                 )
             except errors.NoRespondersError:
-                if deadline.remaining() <= backoff:
-                    raise self._no_stream(subject, t) from None
-                no_stream = True
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 0.25)
+                # Another attempt only if one is left and fits in the timeout after the wait.
+                if 0 <= attempts < sent or deadline.remaining() <= wait:
+                    raise no_stream_error(subject, sent, wait) from None
+                time.sleep(wait)
                 continue
             except errors.TimeoutError:
-                # A retry's budget is what the backoff left, a few ms at the end: its
-                # timeout says nothing new, and the answer the caller needs is the 503's.
-                if no_stream:
-                    raise self._no_stream(subject, t) from None
+                # A retry's budget is what the waits left of the timeout: its timeout says
+                # nothing new, and the answer the caller needs is the 503's.
+                if sent > 1:
+                    raise no_stream_error(subject, sent, wait, t) from None
                 raise
             return pub_ack(reply.data, subject)
-
-    @staticmethod
-    def _no_stream(subject: str, t: float) -> errors.NoStreamResponseError:
-        return errors.NoStreamResponseError(
-            f"no stream answered a publish to {subject!r} within {t} s: no stream "
-            "captures this subject (or its leader is still being elected)"
-        )
 
     # --- pipelined ----------------------------------------------------------------------
 
@@ -281,6 +346,8 @@ class Publisher:
                         self._async_max_pending,
                         self._async_stall_wait,
                         self._timeout,
+                        self._retry_attempts,
+                        self._retry_wait,
                     )
         return pub
 
@@ -300,6 +367,8 @@ class Publisher:
         stream: Optional[str] = None,
         msg_ttl: Optional[Union[float, str]] = None,
         wait_stall: Optional[float] = None,
+        retry_attempts: Optional[int] = None,
+        retry_wait: Optional[float] = None,
     ) -> Future[api.PubAck]:
         """Publish without waiting; the Future resolves to the PubAck or the error.
 
@@ -307,12 +376,21 @@ class Publisher:
         ``publish_async_max_pending`` acks are outstanding, the call waits for room up to
         ``wait_stall`` seconds (default: the context's ``publish_async_stall_wait``), then
         raises :class:`PublishStalledError` (nats-py's ``TooManyStalledMsgsError``).
-        ``payload``, ``stream`` and ``msg_ttl`` as in :meth:`publish`.
+        ``payload``, ``stream``, ``msg_ttl``, ``retry_attempts`` and ``retry_wait`` as in
+        :meth:`publish`: a 503 (no stream answered) is sent again from the timer thread, within
+        the future's timeout, before the future fails with :class:`NoStreamResponseError`.
         """
         if timeout is not None:
             timeout = check_timeout(timeout, "timeout")
         if wait_stall is not None:
             wait_stall = check_timeout(wait_stall, "wait_stall")
+        retry: Optional[Tuple[int, float]] = None
+        if retry_attempts is not None or retry_wait is not None:
+            attempts, wait = retry_options(retry_attempts, retry_wait)
+            retry = (
+                self._retry_attempts if attempts is None else attempts,
+                self._retry_wait if wait is None else wait,
+            )
         if payload is not None or stream is not None or msg_ttl is not None:
             data, expected_stream, headers = nats_py_names(
                 data, payload, expected_stream, stream, headers, msg_ttl
@@ -337,7 +415,9 @@ class Publisher:
         pub = self._async
         if pub is None or pub.closed:
             pub = self._async_publisher()
-        return pub.publish(subject, data, hdrs, timeout, wait_stall)
+        if retry is None:
+            return pub.publish(subject, data, hdrs, timeout, wait_stall)
+        return pub.publish(subject, data, hdrs, timeout, wait_stall, retry)
 
     def publish_async_completed(self, timeout: float = 30.0) -> None:
         """Wait until every publish_async future has resolved."""
@@ -379,6 +459,11 @@ class AckFuture(Future):  # type: ignore[type-arg]
     _exception: Optional[BaseException] = None
     _cond: Optional[threading.Condition] = None
     _subject = ""  # what was published: named in this future's errors
+    # What was published, kept for a retry after a 503 (no stream answered).
+    _data = b""
+    _hdrs: Optional[HeadersLike] = None
+    _retry: Optional[Tuple[int, float]] = None  # (attempts, wait) when not the context's
+    _sent = 1  # how many times it went out
     _deadline: Optional[float] = None  # set when the timeout is not the context's
     # Made on first use (see the properties below); class defaults keep an instance to the
     # few attributes it sets, with no __dict__ materialised.
@@ -486,9 +571,17 @@ class AsyncPublisher:
     """
 
     def __init__(
-        self, nc: Client, core: Core, max_pending: int, stall_wait: float, ack_timeout: float
+        self,
+        nc: Client,
+        core: Core,
+        max_pending: int,
+        stall_wait: float,
+        ack_timeout: float,
+        retry_attempts: int = DEFAULT_RETRY_ATTEMPTS,
+        retry_wait: float = DEFAULT_RETRY_WAIT,
     ) -> None:
         self._core = core
+        self._retry = (retry_attempts, retry_wait)
         self._max_pending = max_pending
         # A stalled publisher is woken once the window has drained to here, not by every
         # ack: one wake-up per thousand messages instead of a thread switch per message.
@@ -527,9 +620,11 @@ class AsyncPublisher:
         headers: Optional[HeadersLike],
         timeout: Optional[float],
         stall_wait: Optional[float] = None,
+        retry: Optional[Tuple[int, float]] = None,
     ) -> Future[api.PubAck]:
         """Send one message; ``timeout`` None is the context's ack timeout, ``stall_wait``
-        None the context's wait for room in the window. Hot."""
+        None the context's wait for room in the window, ``retry`` None the context's
+        (retry_attempts, retry_wait) after a 503. Hot."""
         pending = self._pending
         if len(pending) >= self._max_pending:
             self._wait_for_room(self._stall_wait if stall_wait is None else stall_wait)
@@ -537,6 +632,11 @@ class AsyncPublisher:
         fut = _new(AckFuture)  # AckFuture(dispatch) without the call: this path is hot
         fut._dispatch = self._dispatch
         fut._subject = subject
+        fut._data = data
+        if headers is not None:
+            fut._hdrs = headers
+        if retry is not None:
+            fut._retry = retry
         pending[token] = fut
         if timeout is not None and timeout != self._ack_timeout:
             deadline = fut._deadline = time.monotonic() + timeout
@@ -595,12 +695,15 @@ class AsyncPublisher:
         fut = self._pending.pop(msg.subject[self._plen :], None)
         if fut is None:
             return True  # an ack after its future timed out: that future has its answer
+        hdr = raw_headers(msg)
+        if hdr is not None and msg.status == 503 and self._retry_later(fut):
+            return True  # pending again, under a new token: nothing to wake
+        fut._data = b""  # _forget_message(fut), inlined: this runs once per message
+        if fut._hdrs is not None:
+            fut._hdrs = None
         try:
-            if raw_headers(msg) is not None and msg.status == 503:
-                raise errors.NoStreamResponseError(
-                    f"no stream answered a publish to {fut._subject!r}: no stream captures "
-                    "this subject"
-                )
+            if hdr is not None and msg.status == 503:
+                raise no_stream_error(fut._subject, fut._sent, (fut._retry or self._retry)[1])
             data = msg.data
             head, _, tail = data.rpartition(_SEQ_KEY)
             if head in _ACK_HEADS and tail[-1:] == b"}" and tail[:-1].isdigit():
@@ -634,6 +737,43 @@ class AsyncPublisher:
                 self._room_woken = True
                 self._wake()
         return True
+
+    def _retry_later(self, fut: AckFuture) -> bool:
+        """Network thread, a 503 for ``fut`` (popped from ``_pending``): if it has a retry
+        left that fits in its timeout, put it back under a new token, due at its deadline
+        (the heap's), and send it again ``retry_wait`` from now. False: fail it."""
+        attempts, wait = fut._retry or self._retry
+        if self.closed or 0 <= attempts < fut._sent or fut._state is not _PENDING:
+            return False
+        now = time.monotonic()
+        # A future on the context's timeout has no deadline of its own: it was published a
+        # round trip ago, so its deadline is about one ack timeout from now.
+        deadline = fut._deadline if fut._deadline is not None else now + self._ack_timeout
+        if deadline - now <= wait:
+            return False
+        fut._sent += 1
+        fut._deadline = deadline
+        token = str(next(self._ids))
+        self._pending[token] = fut
+        with self._expiry_lock:
+            heapq.heappush(self._expiry, (deadline, token))
+        self._core.call_later(wait, lambda: self._resend(token))
+        return True
+
+    def _resend(self, token: str) -> None:
+        """Timer thread: send a retried publish again, unless it expired or was cancelled
+        meanwhile or the client closed (those settled it, or nobody waits)."""
+        fut = self._pending.get(token)
+        if fut is None or self.closed:
+            return
+        if fut._state is not _PENDING:  # cancelled by its owner
+            self._pending.pop(token, None)
+            return
+        try:
+            self._core.publish_own_reply(fut._subject, fut._data, self._prefix + token, fut._hdrs)
+        except errors.NATSError as exc:  # disconnected with a full buffer, closing
+            if self._pending.pop(token, None) is fut:
+                _settle(fut, error=exc)
 
     def _sweep(self) -> None:
         """Timer thread: expire late futures, then come again unless closed."""
@@ -683,6 +823,7 @@ class AsyncPublisher:
         for token in expired:
             fut = pending.pop(token, None)
             if fut is not None:
+                _forget_message(fut)
                 _settle(
                     fut,
                     error=errors.TimeoutError(
@@ -698,9 +839,18 @@ class AsyncPublisher:
                 _, fut = self._pending.popitem()
             except KeyError:
                 break
+            _forget_message(fut)
             _settle(fut, error=error)
         with self._room:
             self._room.notify_all()
+
+
+def _forget_message(fut: AckFuture) -> None:
+    """``fut`` is answered: what was published (kept for a retry) is not kept alive by it
+    any more, however long the caller keeps the future."""
+    fut._data = b""
+    if fut._hdrs is not None:
+        fut._hdrs = None
 
 
 def _settle(

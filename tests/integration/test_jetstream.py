@@ -386,12 +386,13 @@ def test_legacy_servers_get_the_durable_create_subject(nc: nats.Client) -> None:
 
 
 def test_publish_retries_503_until_a_stream_appears(js: JetStream) -> None:
-    """No responders (no stream yet, or a leader election) is retried until the timeout."""
+    """No responders (no stream yet, or a leader election) is retried until the timeout
+    with retry_attempts=-1 (the default gives up after two retries, 0.25 s apart)."""
     result: List[object] = []
 
     def publish() -> None:
         try:
-            result.append(js.publish("late.stream", b"x", timeout=10))
+            result.append(js.publish("late.stream", b"x", timeout=10, retry_attempts=-1))
         except BaseException as exc:
             result.append(exc)
 
