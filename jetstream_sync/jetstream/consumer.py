@@ -4,7 +4,10 @@
 * ``next()`` — one message.
 * ``messages()`` / ``consume(cb)`` — a continuous pull (:class:`_Pump`): up to
   ``max_messages`` are asked for, and once half of them have arrived the rest is asked for
-  again, so messages keep flowing without a round trip per batch.
+  again, so messages keep flowing without a round trip per batch. ``consume(cb)`` sends its
+  first pull at once; ``messages()`` on the first ``next()`` / iteration (as nats.go and
+  nats.js do): an iterator made early and read later holds no messages meanwhile that
+  another reader (a higher priority of a prioritized group, ADR-42) should get.
 
 The pump keeps count of what its pulls may still deliver (pending messages and bytes),
 subtracting what arrives and what a 408 / 409 says was not delivered
@@ -403,6 +406,7 @@ class PullConsumer:
         on_unpinned: Optional[UnpinnedCallback] = None,
     ) -> MessagesContext:
         """An iterator over messages as they come, pulling ahead (see the module doc).
+        Nothing is pulled before the first ``next()`` / iteration.
         Use it as a context manager, or call ``stop()``: it ends the iteration.
         ``on_pinned(pin_id)`` / ``on_unpinned()`` run when this client gains / loses the
         pin of a pinned_client group."""
@@ -430,15 +434,15 @@ class PullConsumer:
     ) -> ConsumeContext:
         """Run ``cb(msg)`` on a thread of its own for every message, in order, until
         ``stop()`` / ``drain()`` or a terminal error (``error``, also sent to error_cb).
+        The first pull is sent before this returns: consumption starts now.
         ``on_pinned`` / ``on_unpinned`` run on that thread too (see messages())."""
         if not callable(cb):
             raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
         prio = self._priority(group, min_pending, min_ack_pending, priority)
         pins = _pin_callbacks(on_pinned, on_unpinned)
-        return ConsumeContext(
-            self._pump(max_messages, expires, max_bytes, heartbeat, heartbeat_alarm, prio, *pins),
-            cb,
-        )
+        pump = self._pump(max_messages, expires, max_bytes, heartbeat, heartbeat_alarm, prio, *pins)
+        pump.start()
+        return ConsumeContext(pump, cb)
 
     def _pump(
         self,
@@ -469,8 +473,7 @@ class PullConsumer:
         n = n or (_MAX_BYTES_BATCH if nbytes else 500)
         pump = _Pump(self, n, nbytes, exp, hb, prio, alarm=alarm)
         pump.on_pinned, pump.on_unpinned = on_pinned, on_unpinned
-        pump.start()
-        return pump
+        return pump  # not pulling yet: start(), or the first get()
 
 
 def _pin_callbacks(
@@ -512,6 +515,7 @@ class _Pump:
         self._fresh = False  # something came since the watch last heard of it
         self._repull = False  # set on the network thread by a reconnect
         self._pull_at: Optional[float] = None  # a pull put off until then (after a refusal)
+        self._started = False  # the first pull went out (start(), or the first get())
         self._returning = False  # stop() was called: messages go back to the server
         self.stopped = False
         self.error: Optional[errors.NATSError] = None
@@ -537,7 +541,12 @@ class _Pump:
         self._core.add_close_hook(self._on_close)
 
     def start(self) -> None:
-        """The first pull."""
+        """The first pull (once; the first get() calls it when nobody did)."""
+        if self._started or self.stopped:
+            return
+        self._started = True
+        self._repull = False  # a reconnect before the first pull: nothing to pull again
+        self._watch.alive()  # the heartbeats are due from the first pull on
         self._pull()
 
     # network / timer threads: queue and flag only
@@ -693,6 +702,8 @@ class _Pump:
     def _get(self, timeout: Optional[float]) -> Optional[Msg]:
         end = None if timeout is None else time.monotonic() + timeout
         q = self._q
+        if not self._started:
+            self.start()
         while True:
             if self.error is not None:
                 raise self.error
