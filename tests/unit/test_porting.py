@@ -150,6 +150,15 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
     "Client.servers": "URL strings, not `ParseResult`s (`server_pool` has nats-py's form)",
     "Client.discovered_servers": "URL strings, not `ParseResult`s",
     "Msg.header": "None when there are no headers, as nats-py; `msg.headers` is always a `Headers`",
+    "JetStreamContext.publish": (
+        "a 503 (no stream answered) is sent again `retry_attempts` times (default 2), "
+        "`retry_wait` apart (0.25 s), nats.go's defaults, then `NoStreamResponseError` (about "
+        "0.5 s); nats-py raises it at the first 503: `retry_attempts=0` does that"
+    ),
+    "JetStreamContext.publish_async": (
+        "a 503 fails the future after the same retries as `publish` (sent from the timer "
+        "thread); nats-py fails it at the first 503: `retry_attempts=0` does that"
+    ),
     "JetStreamContext.publish_async_pending": (
         "a property (API.md), not a method: write `js.publish_async_pending` without `()`"
     ),
