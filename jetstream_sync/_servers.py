@@ -179,8 +179,9 @@ class ServerPool:
     """The servers a client may connect to, and the reconnect policy over them.
 
     Each server gets ``max_reconnect_attempts`` tries in a row (-1: no limit; a successful
-    connect resets its count); between two tries of the same server at least
-    ``reconnect_wait`` passes, plus up to ``jitter``. Servers in lame duck mode come last.
+    connect resets its count), then leaves the pool; between two tries of the same server at
+    least ``reconnect_wait`` passes, plus up to ``jitter``, but another server whose wait has
+    passed is tried at once. Servers in lame duck mode come last.
     """
 
     def __init__(
@@ -224,19 +225,42 @@ class ServerPool:
         return added
 
     def next_server(self) -> Optional[Server]:
-        """The next server with attempts left; it moves to the back of the pool. Servers in
-        lame duck mode come last. None when every server has used its attempts."""
+        """The server to dial next; it moves to the back of the pool. The wait is per
+        server (as nats.go and nats-py): the first server whose reconnect wait has passed
+        (or that was never tried) is taken at once, and only when every server was tried
+        too recently is the one whose wait ends first taken (``wait_turn`` waits for it).
+        Servers in lame duck mode come last. Servers that used up their attempts leave the
+        pool (as nats-py); None when none is left."""
         now = time.monotonic()
+        wait = self.reconnect_wait
         with self._lock:
-            limit = self.max_reconnect_attempts
-            for lame_ok in (False, True):
-                for i, server in enumerate(self.servers):
-                    if (limit < 0 or server.reconnects < limit) and (
-                        lame_ok or server.lame_until <= now
-                    ):
-                        self.servers.append(self.servers.pop(i))
-                        return server
-        return None
+            self._drop_exhausted()
+            best: Optional[int] = None
+            best_key: Tuple[bool, float] = (True, 0.0)
+            for i, server in enumerate(self.servers):
+                key = (server.lame_until > now, max(server.last_attempt + wait, now))
+                if best is None or key < best_key:
+                    best, best_key = i, key
+            if best is None:
+                return None
+            server = self.servers.pop(best)
+            self.servers.append(server)
+            return server
+
+    def _drop_exhausted(self) -> None:
+        """Remove the servers that used up max_reconnect_attempts (under the lock)."""
+        limit = self.max_reconnect_attempts
+        if limit >= 0:
+            self.servers = [s for s in self.servers if s.reconnects < limit]
+
+    def to_back(self, server: Server) -> None:
+        """Move ``server`` (the one just lost) behind the others: a reconnect tries the
+        rest of the pool first, as nats.go and nats-py do."""
+        with self._lock:
+            for i, s in enumerate(self.servers):
+                if s is server:
+                    self.servers.append(self.servers.pop(i))
+                    return
 
     def wait_turn(self, server: Server, stop: threading.Event) -> bool:
         """Wait until ``server`` may be tried again (False: ``stop`` was set meanwhile),
@@ -262,9 +286,9 @@ class ServerPool:
         that raises, or picks a server not in the pool, is reported and the first eligible
         server is taken, after the usual reconnect wait."""
         assert self.chooser is not None
-        limit = self.max_reconnect_attempts
         with self._lock:
-            eligible = [s for s in self.servers if limit < 0 or s.reconnects < limit]
+            self._drop_exhausted()
+            eligible = list(self.servers)
         if not eligible:
             return None
         snapshot = [PoolServer(urllib.parse.urlparse(s.url), s.reconnects) for s in eligible]
