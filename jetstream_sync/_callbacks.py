@@ -53,6 +53,18 @@ class Callbacks:
         else:
             log.warning("jetstream_sync: %s: %s", type(err).__name__, err)
 
+    def report_now(self, err: errors.NATSError) -> None:
+        """Hand ``err`` to error_cb in this thread, now: connect() reports its failed
+        attempts so, as nats-py does, before the callback thread exists (and when connect
+        raises, it never will)."""
+        if self.error_cb is None:
+            log.warning("jetstream_sync: %s: %s", type(err).__name__, err)
+            return
+        try:
+            self.error_cb(err)
+        except Exception:
+            log.exception("jetstream_sync: error_cb raised")
+
     def stop(self) -> None:
         """End the thread once what is queued has run."""
         self._queue.put(None)

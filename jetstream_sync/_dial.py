@@ -42,9 +42,15 @@ class DialOptions:
     inbox_prefix: str = "_INBOX"
 
 
-def dial(server: Server, opts: DialOptions, msg_owner: Any) -> Conn:
+def dial(
+    server: Server,
+    opts: DialOptions,
+    msg_owner: Any,
+    on_info: Optional[Callable[[Dict[str, Any]], None]] = None,
+) -> Conn:
     """Open a socket to ``server`` and complete the handshake, or raise a NATSError.
-    ``msg_owner`` is stamped on every message read from it (Msg.respond and acks use it)."""
+    ``msg_owner`` is stamped on every message read from it (Msg.respond and acks use it);
+    ``on_info`` is given the server's INFO as soon as it is read (before CONNECT)."""
     where = f"connect to {server.url}"
     deadline = Deadline(opts.connect_timeout, where)
     sock: Optional[socket.socket] = None
@@ -59,6 +65,8 @@ def dial(server: Server, opts: DialOptions, msg_owner: Any) -> Conn:
         if not isinstance(ev, proto.Info):
             raise errors.ProtocolError(f"{where}: expected INFO first, got {ev!r}")
         info = ev.data
+        if on_info is not None:
+            on_info(info)
         if not opts.tls_first:
             sock = _maybe_tls(sock, server, opts, info, deadline)
         sock.settimeout(deadline.check())

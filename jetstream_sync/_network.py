@@ -73,24 +73,28 @@ class Network:
         self.connected = threading.Event()  # set while connected (and once closed)
         self.stop = threading.Event()  # set at close: ends a reconnect wait
         self.server_info: Dict[str, Any] = {}
+        self.last_error: Optional[errors.NATSError] = None  # nats-py's last_error
         self.reconnects = 0
         self.ever_connected = False  # a connection was installed once (reconnects counts after)
         self.errors_received = 0
         self._outstanding_pings = 0
 
     def first_connect(self) -> Conn:
-        """The first reachable server of the pool, in order; NoServersError if none is."""
+        """The first reachable server of the pool, in order; NoServersError if none is.
+        Each failed attempt goes to error_cb (in the caller's thread, as nats-py) and to
+        ``last_error``; the INFO of a server that refused us stays in ``server_info``."""
         last: Optional[errors.NATSError] = None
         self.connecting = True
         try:
-            for server in self.pool.servers:
+            for server in list(self.pool.servers):
                 server.last_attempt = time.monotonic()
                 try:
-                    return dial(server, self.dial_opts, self._msg_owner)
-                except errors.AuthorizationError:
-                    raise
+                    return dial(server, self.dial_opts, self._msg_owner, self._keep_info)
                 except errors.NATSError as exc:
-                    last = exc
+                    last = self.last_error = exc
+                    self._callbacks.report_now(exc)
+                    if isinstance(exc, errors.AuthorizationError):
+                        raise
         finally:
             self.connecting = False
         assert last is not None
@@ -101,6 +105,10 @@ class Network:
             + ", ".join(s.url for s in self.pool.servers)
             + f"): {last}"
         ) from last
+
+    def _keep_info(self, info: Dict[str, Any]) -> None:
+        """The INFO of the server connect() dials, kept even if it then refuses us."""
+        self.server_info = info
 
     def start_reconnecting(self, unreachable: errors.NATSError) -> None:
         """retry_on_failed_connect, and no server answered the first connect: the client
@@ -198,6 +206,7 @@ class Network:
             self.connected.clear()
             unconfirmed, failed = self._outbox.connection_lost()
         self.kill_socket(conn)
+        self.pool.to_back(conn.server)  # the other servers first, as nats.go and nats-py
         if self._forced is conn:
             err = errors.ConnectionLostError("force_reconnect() dropped the connection")
         lost = errors.ConnectionLostError(f"connection to {conn.server.url} lost: {err}")
@@ -238,7 +247,10 @@ class Network:
             try:
                 conn = dial(server, self.dial_opts, self._msg_owner)
             except errors.NATSError as exc:
-                self._report(errors.ConnectionLostError(f"reconnect to {server.url} failed: {exc}"))
+                failed = errors.ConnectionLostError(f"reconnect to {server.url} failed: {exc}")
+                failed.__cause__ = exc
+                self.last_error = failed
+                self._report(failed)
                 continue
             return conn if self.install(conn, reconnect=True) else None
         return None

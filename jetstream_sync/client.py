@@ -60,7 +60,7 @@ log = logging.getLogger("jetstream_sync")
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 # close() gives what is buffered at most this long to leave (a peer that stops reading must
-# not hold close() up).
+# not hold close() up). Leaving a ``with`` block by an exception (Ctrl-C) gives it no time.
 _CLOSE_WRITE = 2.0
 # -ERR messages after which the server keeps the connection open.
 _NON_FATAL_ERRS = ("permissions violation", "invalid subject", "invalid publish subject")
@@ -133,7 +133,6 @@ class Client:
         self._closed_event = threading.Event()
         self._threads: List[threading.Thread] = []
         self._timers: Optional[Timers] = None
-        self._last_error: Optional[errors.NATSError] = None
         self._closed_cb: Optional[Callback] = None
         self._flush_timeout = 2.0  # flush()'s default (connect(flush_timeout=))
         self._drain_timeout = 30.0  # drain()'s default (connect(drain_timeout=))
@@ -300,6 +299,8 @@ class Client:
         check_positive_int(max_msgs, "max_msgs", allow_none=True)
         check_positive_int(pending_msgs_limit, "pending_msgs_limit")
         check_positive_int(pending_bytes_limit, "pending_bytes_limit")
+        if self._draining:
+            raise errors.ConnectionDrainingError("cannot subscribe: the client is draining")
         return self._table.add(
             subject, queue, cb, max_msgs, pending_msgs_limit, pending_bytes_limit
         )
@@ -398,8 +399,10 @@ class Client:
 
     def drain(self, timeout: Optional[float] = None) -> None:
         """Unsubscribe everything, let callbacks finish, flush publishes, then close.
-        Default timeout: connect's ``drain_timeout`` (30 s). DrainTimeoutError (a
-        TimeoutError) when it did not finish in time; the client is closed either way."""
+        Default timeout: connect's ``drain_timeout`` (30 s). When it did not finish in time,
+        a DrainTimeoutError (a TimeoutError) goes to error_cb, as nats-py, and the client
+        closes all the same; drain() returns. While it runs, subscribe() raises
+        ConnectionDrainingError."""
         if timeout is None:
             timeout = self._drain_timeout
         deadline = Deadline(check_timeout(timeout, "drain timeout"), "drain")
@@ -428,16 +431,24 @@ class Client:
             if link.state is CONNECTED:
                 self.flush(deadline.remaining())
         except errors.TimeoutError as exc:
-            raise errors.DrainTimeoutError(f"drain: not done within {timeout} s: {exc}") from exc
+            err = errors.DrainTimeoutError(f"drain: not done within {timeout} s: {exc}")
+            err.__cause__ = exc
+            self._report(err)
         finally:
             self._draining = 0
             self.close()
 
     def close(self) -> None:
-        """Send what is buffered (best effort), close the socket, end every subscription.
+        """Send what is buffered (best effort, at most 2 s), close the socket, end every
+        subscription; disconnected_cb (when connected) then closed_cb, as nats-py.
 
         Idempotent. Messages still queued in subscriptions stay readable.
         """
+        self._close(_CLOSE_WRITE)
+
+    def _close(self, linger: float) -> None:
+        """close(), giving what is buffered at most ``linger`` seconds to leave (0: what
+        the socket takes at once, no waiting)."""
         link = self._link
         if link.state is FORKED:
             link.closing = True
@@ -449,10 +460,15 @@ class Client:
             if threading.current_thread() not in self._threads:
                 self._closed_event.wait(10.0)
             return
-        # Best effort, bounded: a peer that stops reading gets _CLOSE_WRITE, no more.
+        # Best effort, bounded: a peer that stops reading gets ``linger``, no more.
         outbox = self._outbox
-        if link.state is CONNECTED and link.conn is not None and not outbox.write_pending():
-            outbox.write_slow(until=time.monotonic() + min(_CLOSE_WRITE, outbox.write_timeout))
+        if (
+            link.state is CONNECTED
+            and link.conn is not None
+            and not outbox.write_pending()
+            and linger > 0
+        ):
+            outbox.write_slow(until=time.monotonic() + min(linger, outbox.write_timeout))
         self._shutdown(None)
 
     def _shutdown(self, reason: Optional[errors.NATSError]) -> None:
@@ -462,6 +478,7 @@ class Client:
             if link.closing:
                 return
             link.closing = True
+            was_connected = link.state is CONNECTED
             link.state = CLOSED
             self._outbox.pub_fast = False
             lost, waiters = self._outbox.discard()
@@ -471,7 +488,7 @@ class Client:
         if conn is not None:
             self._network.kill_socket(conn)
         if reason is not None:
-            self._last_error = reason
+            self._network.last_error = reason
             self._report(reason)
         if lost:
             self._report(
@@ -490,6 +507,8 @@ class Client:
         if self._timers is not None:
             self._timers.stop()
         self._outbox.kick.set()
+        if was_connected:  # nats-py: close() says disconnected (once), then closed
+            self._callbacks.call(self._network.disconnected_cb)
         self._callbacks.call(self._closed_cb)
         self._callbacks.stop()
         me = threading.current_thread()
@@ -558,7 +577,9 @@ class Client:
 
     @property
     def last_error(self) -> Optional[errors.NATSError]:
-        return self._last_error
+        """The last connection error: a failed connect or reconnect attempt, or why the
+        client closed (as nats-py)."""
+        return self._network.last_error
 
     @property
     def is_connecting(self) -> bool:
@@ -577,13 +598,19 @@ class Client:
 
     @property
     def client_id(self) -> Optional[int]:
-        """The id the server gave this connection (its INFO's ``client_id``)."""
+        """The id the server gave this connection (its INFO's ``client_id``); None before
+        connecting and once closed, as nats-py."""
+        if self._link.state is NEW or self.is_closed:
+            return None
         value = self._network.server_info.get("client_id")
         return value if isinstance(value, int) else None
 
     @property
     def client_ip(self) -> Optional[str]:
-        """This client's address as the server sees it (its INFO's ``client_ip``)."""
+        """This client's address as the server sees it (its INFO's ``client_ip``); None
+        before connecting and once closed, as nats-py."""
+        if self._link.state is NEW or self.is_closed:
+            return None
         value = self._network.server_info.get("client_ip")
         return value if isinstance(value, str) else None
 
@@ -640,8 +667,10 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # Leaving by an exception (Ctrl-C above all) must not wait on a peer that stopped
+        # reading: what the socket takes at once is sent, the rest is reported lost.
+        self._close(0.0 if exc_type is not None else _CLOSE_WRITE)
 
     def __repr__(self) -> str:
         url = self.connected_url or "-"

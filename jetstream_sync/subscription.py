@@ -78,6 +78,7 @@ class Subscription:
         self.dropped = 0
         self._slow = False
         self._end_error: Optional[errors.NATSError] = None
+        self._reached_max = False  # ended by max_msgs (unsubscribe() then does nothing)
         self._done = threading.Event()  # set when the last message has been handed out
         self._dispatcher: Optional[threading.Thread] = None
         if cb is not None:
@@ -106,6 +107,7 @@ class Subscription:
             self._slow = False
         if self._max_msgs and self._delivered >= self._max_msgs:
             self._table.forget(self)
+            self._reached_max = self._end_error is None
             self._end(
                 errors.BadSubscriptionError(
                     f"subscription {self.sid} on {self.subject!r} reached max_msgs={self._max_msgs}"
@@ -304,13 +306,17 @@ class Subscription:
         """Stop receiving. With ``limit``, stop after that many messages in total.
 
         Messages already queued are still handed out (to next_msg, iteration or the
-        callback); after them the subscription reports its end.
+        callback); after them the subscription reports its end. On a subscription that
+        reached its ``max_msgs`` (the server dropped it already) it does nothing, as nats-py;
+        on one unsubscribed or drained before, BadSubscriptionError.
         """
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
                 raise errors.InvalidArgumentError(
                     f"unsubscribe limit must be an int > 0, got {limit!r}"
                 )
+            if self._reached_max:
+                return
             if self._end_error is not None:
                 raise errors.BadSubscriptionError(f"subscription on {self.subject!r} has ended")
             self._max_msgs = limit
@@ -320,6 +326,8 @@ class Subscription:
                 self._table.auto_unsubscribe(self, limit)
             return
         self._table.link.check_usable()
+        if self._reached_max:
+            return
         if self._end_error is not None:
             raise errors.BadSubscriptionError(f"subscription on {self.subject!r} has ended")
         self._table.unsubscribe(self)
