@@ -28,7 +28,7 @@ message names the problem (the subject, the limit, the server's words) and never
     ├── SecureConnectionRequiredError                 TLS wanted on one side but not the other
     │   ├── SecureConnRequiredError                   the server demands TLS
     │   ├── SecureConnWantedError                     we asked for TLS, the server offers none
-    │   └── SecureConnFailedError                     the TLS handshake failed
+    │   └── SecureConnFailedError (also ssl.SSLError) the TLS handshake failed
     ├── StaleConnectionError                          pings went unanswered
     ├── LameDuckModeError                             the server announced it is leaving
     ├── ProtocolError                                 the server sent bytes we cannot parse
@@ -348,8 +348,13 @@ class SecureConnWantedError(SecureConnectionRequiredError):
     """TLS was asked for (``tls=`` or ``tls://``) but the server does not offer it."""
 
 
-class SecureConnFailedError(SecureConnectionRequiredError):
-    """The TLS handshake failed (certificate verification, protocol mismatch, ...)."""
+class SecureConnFailedError(SecureConnectionRequiredError, ssl.SSLError):
+    """The TLS handshake failed (certificate verification, protocol mismatch, ...).
+
+    Also an ``ssl.SSLError``, which is what nats-py raises there: ``except ssl.SSLError``
+    ported from nats-py code catches it."""
+
+    __str__ = Exception.__str__  # the message, not ssl.SSLError's tuple
 
 
 class BadHeaderError(InvalidArgumentError):

@@ -167,6 +167,15 @@ def test_ssl_error_from_openssl() -> None:
     assert exc.reason and exc.reason in str(err)
 
 
+def test_tls_failure_is_also_an_ssl_error_as_in_nats_py() -> None:
+    # nats-py lets ssl.SSLError through; code ported from it catches that name.
+    err = _mapped(_real_ssl_error(), SecureConnFailedError, "tls to h")
+    assert isinstance(err, ssl.SSLError)
+    assert isinstance(err, errors.NATSError)
+    with pytest.raises(ssl.SSLError, match=r"^tls to h: TLS error"):
+        raise err
+
+
 def test_ssl_error_with_reason_attributes() -> None:
     exc = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
     exc.reason = "WRONG_VERSION_NUMBER"
