@@ -36,6 +36,48 @@ class PoolServer:
     reconnects: int = 0
 
 
+class ServerURL(str):
+    """A server's URL (no credentials): a ``str`` as before, with the attributes of the
+    ``urllib.parse.ParseResult`` nats-py gives for ``connected_url`` and ``servers``
+    (``scheme``, ``hostname``, ``port``, ``netloc``, ``geturl()``), so code from either reads it."""
+
+    __slots__ = ()
+
+    def _parts(self) -> urllib.parse.SplitResult:
+        return urllib.parse.urlsplit(str(self))
+
+    @property
+    def scheme(self) -> str:
+        return self._parts().scheme
+
+    @property
+    def hostname(self) -> Optional[str]:
+        return self._parts().hostname
+
+    @property
+    def port(self) -> Optional[int]:
+        return self._parts().port
+
+    @property
+    def netloc(self) -> str:
+        return self._parts().netloc
+
+    @property
+    def path(self) -> str:
+        return self._parts().path
+
+    @property
+    def username(self) -> Optional[str]:
+        return None  # credentials are never in it
+
+    @property
+    def password(self) -> Optional[str]:
+        return None
+
+    def geturl(self) -> str:
+        return str(self)
+
+
 # nats-py 2.x: (eligible servers, the last INFO) -> (the server to dial or None, seconds to
 # wait first). Called on the network thread before each reconnect attempt: it must not block.
 ReconnectHandler = Callable[[List[PoolServer], Dict[str, Any]], Tuple[Optional[PoolServer], float]]

@@ -43,7 +43,7 @@ from ._options import check_callable, check_positive_int
 from ._outbox import CRLF, HIGH_WATER, SIZE_LINES, Outbox, as_bytes, size_line
 from ._reader import Reader
 from ._requests import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS, RequestMux
-from ._servers import PoolServer, ReconnectHandler, ServerVersion, parse_url
+from ._servers import PoolServer, ReconnectHandler, ServerURL, ServerVersion, parse_url
 from ._subs import SubscriptionTable
 from ._timeouts import Deadline, check_timeout
 from ._timers import Timers
@@ -546,14 +546,23 @@ class Client:
         return self._link.state is CLOSED or self._link.closing
 
     @property
-    def connected_url(self) -> Optional[str]:
+    def connected_url(self) -> Optional[ServerURL]:
+        """The URL of the server connected to (a ``str`` with ``.hostname``, ``.port`` ...
+        as nats-py's ParseResult), None when not connected."""
         conn = self._link.conn
-        return conn.server.url if conn is not None and self._link.state is CONNECTED else None
+        if conn is None or self._link.state is not CONNECTED:
+            return None
+        return ServerURL(conn.server.url)
 
     @property
-    def servers(self) -> List[str]:
+    def _server_info(self) -> Dict[str, Any]:
+        # nats-py's name for server_info: its own tests, and code ported from them, read it.
+        return self.server_info
+
+    @property
+    def servers(self) -> List[ServerURL]:
         """The server pool, discovered servers included (no credentials)."""
-        return [s.url for s in self._network.pool.servers]
+        return [ServerURL(s.url) for s in self._network.pool.servers]
 
     @property
     def server_info(self) -> Dict[str, Any]:
@@ -644,9 +653,9 @@ class Client:
         self._network.pool.replace([parse_url(u) for u in servers])
 
     @property
-    def discovered_servers(self) -> List[str]:
+    def discovered_servers(self) -> List[ServerURL]:
         """The servers the cluster announced (in INFO), not given to connect."""
-        return self._network.pool.discovered()
+        return [ServerURL(url) for url in self._network.pool.discovered()]
 
     @property
     def pending_data_size(self) -> int:
