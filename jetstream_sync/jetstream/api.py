@@ -169,6 +169,16 @@ def format_time(dt: datetime) -> str:
     )
 
 
+def _encode_time(value: Union[datetime, str]) -> str:
+    """A datetime field for the wire: a datetime (naive taken as UTC), or RFC 3339 text as
+    nats-py passes through (checked here, and written in the one form the server gets)."""
+    if isinstance(value, str):
+        return format_time(parse_time(value))
+    if not isinstance(value, datetime):
+        raise TypeError(f"needs a datetime or an RFC 3339 string, got {type(value).__name__}")
+    return format_time(value)
+
+
 # --- bytes and header blocks -------------------------------------------------------------------
 
 
@@ -259,6 +269,9 @@ class StoreCompression(_ServerEnum):
     S2 = "s2"
 
 
+_COMPRESSIONS = frozenset(m.value for m in StoreCompression)
+
+
 class PersistMode(_ServerEnum):
     DEFAULT = "default"
     ASYNC = "async"
@@ -338,7 +351,7 @@ def _codecs(tp: Any, ns: bool, where: str) -> Tuple[_Codec, _Codec]:
         if issubclass(tp, Enum):
             return tp, _enum_value
         if issubclass(tp, datetime):
-            return parse_time, format_time
+            return parse_time, _encode_time
         if tp is bytes:
             return _decode_b64, _encode_b64
         if tp is Headers:
@@ -376,6 +389,20 @@ def _plan(cls: Type[Base]) -> _Plan:
 
 
 _B = TypeVar("_B", bound="Base")
+
+
+def _check_metadata(metadata: object) -> None:
+    """nats-py refuses metadata that is not a dict; the server wants strings in it too."""
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise InvalidArgumentError("nats: invalid metadata format")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError(
+                f"nats: invalid metadata format: {key!r}: {value!r:.40} (keys and values "
+                "must be str)"
+            )
 
 
 class Base:
@@ -417,28 +444,96 @@ class Base:
         return cast(Callable[..., _B], cls)(**kwargs)
 
     def to_dict(self) -> Dict[str, Any]:
-        """The server's JSON: ``None`` fields left out, unknown keys (``extra``) put back."""
+        """The server's JSON: ``None`` fields left out, unknown keys (``extra``) put back.
+
+        A value that cannot be written (a datetime field given text that is not RFC 3339,
+        say) is :class:`~jetstream_sync.errors.InvalidArgumentError` naming the field."""
         out: Dict[str, Any] = {}
         for f in _plan(type(self)).fields:
             value = getattr(self, f.name)
             if value is None or (f.omitempty and not value):
                 continue
-            out[f.key] = value if f.encode is None else f.encode(value)
+            if f.encode is None:
+                out[f.key] = value
+                continue
+            try:
+                out[f.key] = f.encode(value)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise InvalidArgumentError(
+                    f"{type(self).__name__}.{f.name} {value!r:.80}: {exc}"
+                ) from None
         for key, value in self.extra.items():
             if key not in out:
                 out[key] = copy.deepcopy(value)
         return out
 
+    # nats-py's names (``nats.js.api.Base``) ---------------------------------------------
+
+    #: Keys nats-py's model of this class uses for a field whose JSON key differs (its
+    #: field name where that is not the server's key): accepted by :meth:`from_response`.
+    _NATS_PY_KEYS: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def from_response(cls: Type[_B], resp: Mapping[str, Any]) -> _B:
+        """nats-py's name for :meth:`from_dict`: build from the server's JSON.
+
+        As nats-py: durations in nanoseconds become float seconds, RFC 3339 times aware UTC
+        datetimes (any offset converted; nanoseconds past the microsecond kept aside, see
+        :class:`NanoDatetime`, so they compare equal to nats-py's truncated value), nested
+        objects models. nats-py's own key for a field is taken too where it differs from
+        the server's (``ClusterInfo``'s ``traffic_acc``). Unlike nats-py, ``resp`` is not
+        changed, and unknown keys are kept in ``extra`` rather than dropped."""
+        aliases = cls._NATS_PY_KEYS
+        if aliases and isinstance(resp, Mapping):
+            renamed = dict(resp)
+            for theirs, key in aliases.items():
+                if theirs in renamed:
+                    value = renamed.pop(theirs)
+                    renamed.setdefault(key, value)
+            resp = renamed
+        return cls.from_dict(resp)
+
+    def as_dict(self) -> Dict[str, Any]:
+        """nats-py's "API-friendly dict": the server's JSON form (:meth:`to_dict`).
+
+        ``None`` fields are left out; durations are integer nanoseconds; datetimes RFC 3339
+        text in UTC with ``Z`` (a naive one taken as UTC; nanoseconds kept, no trailing
+        zeros); enums their string values; nested models dicts. Where nats-py differs: an
+        unset config duration is left out rather than sent as 0 (the same to the server),
+        and unknown keys read from the server (``extra``) are put back."""
+        return self.to_dict()
+
+    def evolve(self: _B, **params: Any) -> _B:
+        """A copy with the given fields replaced (nats-py's ``evolve``); ``self`` is not
+        changed. An unknown field name is a TypeError, as in nats-py."""
+        names = self.__dataclass_fields__
+        for name in params:
+            if name not in names:
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
+        if "extra" not in params:
+            params["extra"] = dict(self.extra)
+        return cast(_B, dataclasses.replace(cast(Any, self), **params))
+
     def __repr__(self) -> str:
         shown = ", ".join(
-            f"{f.name}={getattr(self, f.name)!r}"
+            f"{f.name}={value!r}"
             for f in _plan(type(self)).fields
-            if getattr(self, f.name) is not None
+            for value in (getattr(self, f.name),)
+            if value is not None and (value or not f.omitempty)
         )
         return f"{type(self).__name__}({shown})"
 
 
 _NS = {"ns": True}
+
+
+# A bool the server's JSON leaves out when false (Go's omitempty): False here, as nats-py
+# reads it back, and not sent when False (the same to the server). The bools the server
+# always writes (sealed, deny_delete, ...) read back False as they are; unset, they are None
+# and not sent, so a config round-trips as the server and as a client wrote it.
+def _false() -> Any:
+    return field(default=False, metadata={"omitempty": True})
+
 
 # --- streams -----------------------------------------------------------------------------------
 
@@ -522,10 +617,10 @@ class StreamConfig(Base):
     max_msgs_per_subject: Optional[int] = None
     max_msg_size: Optional[int] = None
     discard: Optional[DiscardPolicy] = None
-    discard_new_per_subject: Optional[bool] = None
+    discard_new_per_subject: bool = _false()
     storage: Optional[StorageType] = None
     num_replicas: Optional[int] = None
-    no_ack: Optional[bool] = None
+    no_ack: bool = _false()
     template_owner: Optional[str] = None
     duplicate_window: Optional[float] = field(default=None, metadata=_NS)
     placement: Optional[Placement] = None
@@ -543,7 +638,10 @@ class StreamConfig(Base):
     first_seq: Optional[int] = None
     metadata: Optional[Dict[str, str]] = None
     allow_msg_ttl: Optional[bool] = None
-    subject_delete_marker_ttl: Optional[float] = field(default=None, metadata=_NS)
+    # 0 is not sent: to the server an absent field is "no markers", a 0 an invalid TTL.
+    subject_delete_marker_ttl: Optional[float] = field(
+        default=None, metadata={"ns": True, "omitempty": True}
+    )
     consumer_limits: Optional[StreamConsumerLimits] = None
     allow_msg_counter: Optional[bool] = None
     allow_atomic: Optional[bool] = None
@@ -551,6 +649,18 @@ class StreamConfig(Base):
     persist_mode: Optional[PersistMode] = None
     allow_batched: Optional[bool] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The server's JSON, after nats-py's client-side checks: ``compression`` must be
+        ``"none"`` or ``"s2"`` (or empty), ``metadata`` a dict of strings. Both are
+        :class:`~jetstream_sync.errors.InvalidArgumentError` (a ValueError) with nats-py's
+        messages."""
+        compression = self.compression
+        if compression and compression not in _COMPRESSIONS:
+            value = compression.value if isinstance(compression, Enum) else compression
+            raise InvalidArgumentError(f"nats: invalid store compression type: {value}")
+        _check_metadata(self.metadata)
+        return super().to_dict()
 
 
 @dataclass(repr=False)
@@ -598,6 +708,8 @@ class ClusterInfo(Base):
     traffic_account: Optional[str] = None
     replicas: Optional[List[PeerInfo]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_KEYS: ClassVar[Mapping[str, str]] = {"traffic_acc": "traffic_account"}
 
     @property
     def traffic_acc(self) -> Optional[str]:
@@ -647,7 +759,9 @@ class StreamInfo(Base):
     sources: Optional[List[StreamSourceInfo]] = None
     alternates: Optional[List[StreamAlternate]] = None
     domain: Optional[str] = None
-    ts: Optional[datetime] = None
+    # When the server answered: not compared, so the info of an unchanged stream or
+    # consumer equals the last one (nats-py's models have no ts).
+    ts: Optional[datetime] = field(default=None, compare=False)
     did_create: Optional[bool] = None  # in add_stream's answer: False when it existed already
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -691,6 +805,8 @@ class ConsumerConfig(Base):
     """A consumer's configuration. Durations in seconds; unset (None) fields are not sent.
 
     ``max_bytes`` is the pull request byte limit (Go's ``MaxRequestMaxBytes``).
+    ``opt_start_time`` and ``pause_until`` take a datetime (naive: UTC) or RFC 3339 text, as
+    nats-py's ``pause_until`` is; read back from the server they are datetimes.
     """
 
     name: Optional[str] = None
@@ -727,6 +843,11 @@ class ConsumerConfig(Base):
     priority_policy: Optional[PriorityPolicy] = None
     priority_timeout: Optional[float] = field(default=None, metadata=_NS)
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The server's JSON; ``metadata`` must be a dict of strings (InvalidArgumentError)."""
+        _check_metadata(self.metadata)
+        return super().to_dict()
 
 
 @dataclass(repr=False)
@@ -770,20 +891,27 @@ class ConsumerInfo(Base):
     paused: Optional[bool] = None
     pause_remaining: Optional[float] = field(default=None, metadata=_NS)
     priority_groups: Optional[List[PriorityGroupState]] = None
-    ts: Optional[datetime] = None
+    # When the server answered: not compared, so the info of an unchanged stream or
+    # consumer equals the last one (nats-py's models have no ts).
+    ts: Optional[datetime] = field(default=None, compare=False)
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(repr=False)
 class ConsumerPause(Base):
-    """The answer to a pause or resume (nats-py's model). ``pause_remaining`` in seconds.
+    """The answer to ``js.pause_consumer`` / ``js.resume_consumer`` (nats-py's model).
 
-    ``js.pause_consumer`` returns only ``paused`` (a bool); this is the whole answer."""
+    ``pause_until`` a datetime (the zero time after a resume), ``pause_remaining`` seconds
+    (None when not paused). Its truth is ``paused``, so ``if js.pause_consumer(...)`` reads
+    as it did when these calls returned a bool."""
 
     paused: bool = False
     pause_until: Optional[datetime] = None
     pause_remaining: Optional[float] = field(default=None, metadata=_NS)
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __bool__(self) -> bool:
+        return bool(self.paused)
 
 
 @dataclass(repr=False)
@@ -820,6 +948,8 @@ class PubAck(Base):
     batch_id: Optional[str] = field(default=None, metadata={"json": "batch"})
     batch_size: Optional[int] = field(default=None, metadata={"json": "count"})
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_KEYS: ClassVar[Mapping[str, str]] = {"batch_id": "batch", "batch_size": "count"}
 
 
 @dataclass(repr=False)
@@ -890,12 +1020,13 @@ class RawStreamMsg(Base):
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
-    def hdrs(self) -> Optional[bytes]:
-        """nats-py's raw header block: ``headers`` as the bytes of a ``NATS/1.0`` block, or
-        None when the message has no headers."""
+    def hdrs(self) -> Optional[str]:
+        """nats-py's ``hdrs``: the header block as the server's JSON has it, base64 text of
+        a ``NATS/1.0`` block (``base64.b64decode`` gives the bytes), or None when the message
+        has no headers. ``headers`` is the parsed form."""
         if not self.headers:
             return None
-        return encode_headers(self.headers)
+        return _encode_headers(self.headers)
 
     @property
     def sequence(self) -> int:

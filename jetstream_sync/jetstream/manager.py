@@ -214,7 +214,7 @@ class JetStreamManager:
         stream = api.check_stream_name(stream)
         body: Dict[str, Any] = {}
         if seq is not None:
-            body["seq"] = _positive(seq, "seq")
+            body["seq"] = _message_seq(seq, "get_msg")
         if last_by_subject is not None:
             check_publish_subject(last_by_subject, "last_by_subject")
             body["last_by_subj"] = last_by_subject
@@ -315,7 +315,7 @@ class JetStreamManager:
         )
         if seq is None:
             raise errors.InvalidArgumentError("delete_msg needs seq")
-        body = {"seq": _positive(seq, "seq"), "no_erase": not erase}
+        body = {"seq": _message_seq(seq, "delete_msg"), "no_erase": not erase}
         return bool(self._api(f"STREAM.MSG.DELETE.{stream}", body).get("success"))
 
     # --- consumers ----------------------------------------------------------------------
@@ -450,11 +450,12 @@ class JetStreamManager:
         timeout: Optional[float] = None,
         *,
         consumer: Optional[str] = None,
-    ) -> bool:
+    ) -> api.ConsumerPause:
         """Pause delivery until ``pause_until``: an aware datetime, or an RFC 3339 string
-        as nats-py takes. Returns paused (nats-py returns the whole answer, a
-        :class:`~jetstream_sync.jetstream.api.ConsumerPause`). ``consumer`` is nats-py's
-        keyword for ``name``."""
+        as nats-py takes. Returns the server's answer, a
+        :class:`~jetstream_sync.jetstream.api.ConsumerPause` as nats-py does (``paused``,
+        ``pause_until``, ``pause_remaining``; its truth is ``paused``): a time already past
+        answers ``paused=False``. ``consumer`` is nats-py's keyword for ``name``."""
         name = _either(name, consumer, "name", "consumer", "pause_consumer")
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
         if isinstance(pause_until, str):
@@ -468,7 +469,9 @@ class JetStreamManager:
                 f"{pause_until!r}"
             )
         body = {"pause_until": api.format_time(pause_until)}
-        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout).get("paused"))
+        return api.ConsumerPause.from_dict(
+            self._api(f"CONSUMER.PAUSE.{stream}.{name}", body, timeout)
+        )
 
     def resume_consumer(
         self,
@@ -477,11 +480,15 @@ class JetStreamManager:
         timeout: Optional[float] = None,
         *,
         consumer: Optional[str] = None,
-    ) -> bool:
-        """Resume a paused consumer. Returns whether it is still paused (False)."""
+    ) -> api.ConsumerPause:
+        """Resume a paused consumer. Returns the server's answer, a
+        :class:`~jetstream_sync.jetstream.api.ConsumerPause` with ``paused`` False (falsy),
+        as nats-py does."""
         name = _either(name, consumer, "name", "consumer", "resume_consumer")
         stream, name = api.check_stream_name(stream), api.check_consumer_name(name)
-        return bool(self._api(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout).get("paused"))
+        return api.ConsumerPause.from_dict(
+            self._api(f"CONSUMER.PAUSE.{stream}.{name}", {}, timeout)
+        )
 
     def reset_consumer(
         self,
@@ -575,6 +582,22 @@ def _positive(value: Any, what: str, allow_zero: bool = False) -> int:
         raise errors.InvalidArgumentError(
             f"{what} must be an int >= {0 if allow_zero else 1}, got {value!r}"
         )
+    return value
+
+
+class _BadMessageSeqError(errors.InvalidArgumentError, errors.BadRequestError):
+    """A message sequence refused before it is sent: an InvalidArgumentError as every bad
+    argument here, and a BadRequestError (code 400) as the server's answer to it is in
+    nats-py, which sends it (``get_msg(stream, 0)``)."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.code, self.err_code, self.description, self.subject = 400, 0, message, ""
+
+
+def _message_seq(value: Any, call: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _BadMessageSeqError(f"{call}: seq must be an int >= 1, got {value!r}")
     return value
 
 

@@ -177,10 +177,13 @@ def test_ephemeral_consumer_and_filters(js: JetStream, stream: str) -> None:
 def test_pause_and_resume_consumer(js: JetStream, stream: str) -> None:
     js.add_consumer(stream, durable_name="p", ack_policy=AckPolicy.EXPLICIT)
     until = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=5)
-    assert js.pause_consumer(stream, "p", until) is True
+    paused = js.pause_consumer(stream, "p", until)  # nats-py's ConsumerPause
+    assert paused.paused is True and paused and paused.pause_until == until
+    assert paused.pause_remaining is not None and 0 < paused.pause_remaining <= 300
     info = js.consumer_info(stream, "p")
     assert info.paused is True and info.config.pause_until is not None
-    assert js.resume_consumer(stream, "p") is False
+    resumed = js.resume_consumer(stream, "p")
+    assert resumed.paused is False and not resumed and resumed.pause_remaining is None
     assert not js.consumer_info(stream, "p").paused
 
 

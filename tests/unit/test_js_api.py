@@ -600,6 +600,9 @@ def _models(cls: Type[Base]) -> st.SearchStrategy[Any]:
         for f in dataclasses.fields(cls)
         if f.name != "extra"
     }
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("omitempty"):  # a falsy value is not sent: the same as unset
+            fields[f.name] = fields[f.name].map(lambda v, d=f.default: v if v else d)
     return st.builds(cls, extra=_extras, **fields)
 
 
