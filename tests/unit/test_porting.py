@@ -120,6 +120,18 @@ DIFFERENT: Dict[str, str] = {
         "ours starts with `subject`; an int first argument is taken as nats-py's `offset`"
     ),
 }
+# A bucket's config is not a model of the server's JSON here (no wire form of its own:
+# create_key_value / create_object_store derive the stream's StreamConfig, which has them).
+for _cfg in ("KeyValueConfig", "ObjectStoreConfig"):
+    for _method, _instead in (
+        ("as_dict", "`js.stream_info(...).config.as_dict()` is the JSON sent"),
+        ("evolve", "`dataclasses.replace(config, ...)` makes the copy"),
+        ("from_response", "build it with keywords, as create_* takes them"),
+    ):
+        DIFFERENT[f"api.{_cfg}.{_method}"] = (
+            "a plain dataclass here, not a model of the server's JSON (the bucket's stream "
+            f"config is); {_instead}"
+        )
 
 # A positional parameter named differently here, whose nats-py name is accepted as a keyword
 # too: (nats-py's, ours). A positional call means the same on both sides.
@@ -147,8 +159,11 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "accepted; every request uses the shared reply subscription, which the caller cannot "
         "tell from nats-py's old style"
     ),
-    "Client.servers": "URL strings, not `ParseResult`s (`server_pool` has nats-py's form)",
-    "Client.discovered_servers": "URL strings, not `ParseResult`s",
+    "Client.servers": (
+        "URL strings (`str`) that also have `ParseResult`'s `scheme`, `hostname`, `port`, "
+        "`netloc` and `geturl()`"
+    ),
+    "Client.discovered_servers": "URL strings that also read as `ParseResult`s",
     "Msg.header": "None when there are no headers, as nats-py; `msg.headers` is always a `Headers`",
     "JetStreamContext.publish": (
         "a 503 (no stream answered) is sent again `retry_attempts` times (default 2), "
@@ -163,8 +178,6 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "a property (API.md), not a method: write `js.publish_async_pending` without `()`"
     ),
     "JetStreamContext.purge_stream": "returns the number of messages purged, not `True`",
-    "JetStreamContext.pause_consumer": "returns whether the consumer is paused (a bool)",
-    "JetStreamContext.resume_consumer": "returns whether the consumer is still paused (a bool)",
     "JetStreamContext.consumers_info(offset)": "reads every page from the offset, not one",
     "JetStreamContext.streams_info(offset)": "reads every page from the offset, not one",
     "JetStreamContext.subscribe_bind(ordered_consumer)": (
@@ -325,6 +338,24 @@ def walk() -> List[Finding]:
             for f in dataclasses.fields(value):
                 ok = _has(ours, f.name)
                 found.append(Finding("api", f"{name}.{f.name}", ok, "" if ok else "no such field"))
+            # The methods and properties too (Base's from_response / as_dict / evolve, ...).
+            fields = {f.name for f in dataclasses.fields(value)}
+            for member in _public(value):
+                if member in fields:
+                    continue
+                ok = _has(ours, member)
+                found.append(
+                    Finding("api", f"{name}.{member}", ok, "" if ok else "no such method here")
+                )
+                if ok:
+                    found.extend(
+                        _compare_params(
+                            "api",
+                            f"{name}.{member}",
+                            getattr(value, member, None),
+                            getattr(ours, member, None),
+                        )
+                    )
         elif isinstance(value, enum.EnumMeta):
             for member in value.__members__:
                 ok = member in getattr(ours, "__members__", {})
