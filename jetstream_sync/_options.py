@@ -59,6 +59,15 @@ def check_positive_int(value: Any, what: str, *, allow_none: bool = False) -> Op
     return value
 
 
+def check_pending_limit(value: Any, what: str) -> int:
+    """A subscription's pending limit: an int; 0 or less means no limit, as nats-py."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidArgumentError(
+            f"{what} must be an int (0 or less: no limit), got {value!r}"
+        )
+    return value
+
+
 def check_callable(value: Any, what: str) -> Any:
     """None, or a plain callable: ``async def`` functions are refused (this client calls
     callbacks in threads, and a coroutine nobody awaits would silently do nothing)."""

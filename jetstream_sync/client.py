@@ -39,7 +39,7 @@ from ._conn import Conn, Waiter
 from ._link import CLOSED, CONNECTED, FORKED, NEW, RECONNECTING, Link
 from ._network import Network
 from ._nuid import NUID
-from ._options import check_callable, check_positive_int
+from ._options import check_callable, check_pending_limit, check_positive_int
 from ._outbox import CRLF, HIGH_WATER, SIZE_LINES, Outbox, as_bytes, size_line
 from ._reader import Reader
 from ._requests import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS, RequestMux
@@ -297,8 +297,8 @@ class Client:
             proto.check_queue(queue)
         check_callable(cb, "cb")
         check_positive_int(max_msgs, "max_msgs", allow_none=True)
-        check_positive_int(pending_msgs_limit, "pending_msgs_limit")
-        check_positive_int(pending_bytes_limit, "pending_bytes_limit")
+        check_pending_limit(pending_msgs_limit, "pending_msgs_limit")
+        check_pending_limit(pending_bytes_limit, "pending_bytes_limit")
         if self._draining:
             raise errors.ConnectionDrainingError("cannot subscribe: the client is draining")
         return self._table.add(

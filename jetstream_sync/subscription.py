@@ -97,8 +97,8 @@ class Subscription:
         size = len(msg.data)
         q = self._q
         if (
-            q.qsize() >= self.pending_msgs_limit
-            or self._in_bytes - self._out_bytes + size > self.pending_bytes_limit
+            0 < self.pending_msgs_limit <= q.qsize()  # a limit <= 0: none, as nats-py
+            or 0 < self.pending_bytes_limit < self._in_bytes - self._out_bytes + size
         ):
             self._drop(msg)
         else:

@@ -67,7 +67,9 @@ def test_bad_subscribe_arguments(nc: nats.Client) -> None:
     with pytest.raises(nats.InvalidArgumentError, match="max_msgs"):
         nc.subscribe("ok", max_msgs=0)
     with pytest.raises(nats.InvalidArgumentError, match="pending_msgs_limit"):
-        nc.subscribe("ok", pending_msgs_limit=-1)
+        nc.subscribe("ok", pending_msgs_limit=1.5)  # type: ignore[arg-type]
+    with pytest.raises(nats.InvalidArgumentError, match="pending_bytes_limit"):
+        nc.subscribe("ok", pending_bytes_limit=True)
 
 
 @pytest.mark.parametrize("timeout", [-1, -0.001, float("nan"), "1", True])

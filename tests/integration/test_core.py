@@ -319,6 +319,24 @@ def test_slow_consumer_by_bytes(nats_server: NATSServer) -> None:
         wait_until(lambda: errs, 5, "slow consumer report")
 
 
+def test_pending_limits_of_zero_or_less_mean_no_limit(nats_server: NATSServer) -> None:
+    """nats-py: pending_msgs_limit / pending_bytes_limit <= 0 (-1 above all) is no limit."""
+    errs: List[Exception] = []
+    with nats.connect(nats_server.url, error_cb=errs.append) as nc:
+        unbounded = nc.subscribe("core.nolimit", pending_msgs_limit=-1, pending_bytes_limit=0)
+        by_msgs = nc.subscribe("core.nolimit", pending_msgs_limit=5, pending_bytes_limit=-1)
+        for _ in range(20):
+            nc.publish("core.nolimit", b"x" * 100)
+        nc.flush()
+        wait_until(lambda: unbounded.delivered == 20, 5, "all delivered")
+        wait_until(lambda: by_msgs.delivered == 20, 5, "all delivered")
+        assert unbounded.pending_msgs == 20 and unbounded.dropped == 0
+        assert by_msgs.pending_msgs == 5 and by_msgs.pending_bytes == 500
+        assert by_msgs.dropped == 15
+        wait_until(lambda: errs, 5, "slow consumer report")
+        assert all(isinstance(e, nats.SlowConsumerError) for e in errs)
+
+
 def test_max_payload_from_server(server_factory: object) -> None:
     srv = server_factory(jetstream=False, config="max_payload: 1024")  # type: ignore[operator]
     with nats.connect(srv.url) as nc:
