@@ -247,7 +247,14 @@ class Network:
             try:
                 conn = dial(server, self.dial_opts, self._msg_owner)
             except errors.NATSError as exc:
-                failed = errors.ConnectionLostError(f"reconnect to {server.url} failed: {exc}")
+                # A refusal stays one (the builtin nats-py reports); the rest: lost.
+                what = f"reconnect to {server.url} failed: {exc}"
+                failed: errors.ConnectionLostError
+                if isinstance(exc, errors.ConnectionRefusedError):
+                    failed = errors.ConnectionRefusedError(what)
+                    failed.errno = exc.errno
+                else:
+                    failed = errors.ConnectionLostError(what)
                 failed.__cause__ = exc
                 self.last_error = failed
                 self._report(failed)

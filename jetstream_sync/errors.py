@@ -22,6 +22,7 @@ message names the problem (the subject, the limit, the server's words) and never
     │   └── ConnectionDrainingError                   a publish while drain() flushes publishes
     ├── ConnectionLostError                           the connection dropped under a waiting call
     │   ├── UnexpectedEOF                             the server closed the connection
+    │   ├── ConnectionRefusedError (also the builtin) nothing listens at the address
     │   └── ConnectionReconnectingError               (nats-py's name; never raised here)
     ├── NoServersError                                no server could be reached
     ├── AuthorizationError                            the server refused the credentials
@@ -134,6 +135,7 @@ __all__ = [
     "ConnectionDrainingError",
     "ConnectionLostError",
     "ConnectionReconnectingError",
+    "ConnectionRefusedError",
     "ConsumerAlreadyExistsError",
     "ConsumerDeletedError",
     "ConsumerDoesNotExistError",
@@ -243,6 +245,12 @@ class ConnectionLostError(NATSError):
     def __init__(self, message: str, *, unconfirmed: int = 0):
         super().__init__(message)
         self.unconfirmed = unconfirmed
+
+
+class ConnectionRefusedError(ConnectionLostError, builtins.ConnectionRefusedError):
+    """The server's address refused the TCP connection (nothing listens there). Also the
+    builtin ``ConnectionRefusedError``, which nats-py reports (in error_cb and
+    ``last_error``) for the same failure."""
 
 
 class NoServersError(NATSError):
@@ -764,8 +772,9 @@ def map_os_error(exc: BaseException, *, where: str) -> NATSError:
         err = SecureConnFailedError(f"{where}: TLS error: {getattr(exc, 'reason', None) or exc}")
     elif isinstance(exc, (builtins.TimeoutError, socket.timeout)):  # distinct before 3.10
         err = TimeoutError(f"{where}: timed out")
-    elif isinstance(exc, ConnectionRefusedError):
-        err = ConnectionLostError(f"{where}: connection refused")
+    elif isinstance(exc, builtins.ConnectionRefusedError):
+        err = ConnectionRefusedError(f"{where}: connection refused")
+        err.errno = exc.errno  # as the builtin's (str() stays ours)
     elif isinstance(exc, OSError):
         detail: Optional[str] = exc.strerror or str(exc) or type(exc).__name__
         err = ConnectionLostError(f"{where}: {detail}")

@@ -191,6 +191,27 @@ def test_no_server_reachable_reports_every_attempt() -> None:
     assert nc.last_error is seen.errors[-1]
 
 
+def test_refused_reconnects_leave_a_builtin_connection_refused_error(
+    server_factory: ServerFactory,
+) -> None:
+    """nats-py keeps the socket's ConnectionRefusedError in last_error while nothing
+    listens; ours is a ConnectionLostError and also that builtin."""
+    srv = server_factory(jetstream=False)
+    seen = Calls()
+    nc = nats.connect(
+        srv.url, reconnect_time_wait=0.05, max_reconnect_attempts=-1, error_cb=seen.error_cb
+    )
+    try:
+        srv.stop()
+        wait_until(lambda: seen.of(ConnectionRefusedError), 5, "a refused reconnect")
+        refused = seen.of(ConnectionRefusedError)[0]
+        assert isinstance(refused, nats.ConnectionLostError)
+        assert isinstance(refused, nats.ConnectionRefusedError)
+    finally:
+        nc.close()
+    assert isinstance(nc.last_error, ConnectionRefusedError), repr(nc.last_error)
+
+
 # --- 4. drain ---------------------------------------------------------------------------------
 
 

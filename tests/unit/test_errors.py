@@ -129,9 +129,14 @@ def _mapped(
 
 def test_connection_refused() -> None:
     err = _mapped(
-        ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), ConnectionLostError
+        ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"),
+        errors.ConnectionRefusedError,
     )
     assert str(err) == "connect to nats://h:4222: connection refused"
+    # Both trees: ours (a ConnectionLostError) and the builtin nats-py reports.
+    assert isinstance(err, ConnectionLostError)
+    assert isinstance(err, builtins.ConnectionRefusedError)
+    assert err.errno == errno.ECONNREFUSED
 
 
 def test_generic_os_error_uses_strerror() -> None:
