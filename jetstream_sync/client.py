@@ -189,10 +189,15 @@ class Client:
         reconnect_to_server_handler: Optional[ReconnectHandler] = None,
         ws_connection_headers: Optional[Dict[str, List[str]]] = None,
     ) -> Client:
-        """Connect to the first reachable server of ``servers``; see :func:`connect`."""
-        if self._link.state is not NEW:
+        """Connect to the first reachable server of ``servers``; see :func:`connect`.
+        A closed client may connect again, as nats-py: it starts afresh (new subscriptions,
+        statistics and options; what the old connection had stays closed)."""
+        state = self._link.state
+        if state is CLOSED and (self._closed_event.is_set() or not self._threads):
+            self.__init__()  # type: ignore[misc]
+        elif state is not NEW:
             raise errors.InvalidArgumentError(
-                "this Client has already been connected; make a new one"
+                "this Client is connected (or closing): close() it before connect()"
             )
         options = dict(locals())
         del options["self"]

@@ -212,6 +212,43 @@ def test_refused_reconnects_leave_a_builtin_connection_refused_error(
     assert isinstance(nc.last_error, ConnectionRefusedError), repr(nc.last_error)
 
 
+def test_a_closed_client_connects_again(nats_server: NATSServer) -> None:
+    """nats-py: connect() after close() reconnects the same Client object, afresh."""
+    seen = Calls()
+    nc = nats.Client()
+    nc.connect(nats_server.url, closed_cb=seen.closed_cb)
+    with pytest.raises(nats.InvalidArgumentError, match="close"):
+        nc.connect(nats_server.url)  # still connected: refused
+    old = nc.subscribe("again.old")
+    with pytest.raises(nats.NoRespondersError):
+        nc.request("again.missing", timeout=1)
+    nc.close()
+    assert seen.closed.is_set() and nc.is_closed
+    nc.connect(nats_server.url)
+    try:
+        assert nc.is_connected and not nc.is_closed
+        with pytest.raises(nats.NoRespondersError):
+            nc.request("again.missing", timeout=1)
+        sub = nc.subscribe("again.new")
+        nc.publish("again.new", b"hi")
+        assert sub.next_msg(timeout=2).data == b"hi"
+        with pytest.raises(nats.ConnectionClosedError):
+            old.next_msg(timeout=0.1)  # the old connection's subscription stays ended
+    finally:
+        nc.close()
+    assert seen.calls.count("closed") == 1  # the new connection got its own options
+
+
+def test_a_client_closed_before_connecting_connects(nats_server: NATSServer) -> None:
+    nc = nats.Client()
+    nc.close()
+    nc.connect(nats_server.url)
+    try:
+        nc.flush()
+    finally:
+        nc.close()
+
+
 # --- 4. drain ---------------------------------------------------------------------------------
 
 
