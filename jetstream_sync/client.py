@@ -565,6 +565,21 @@ class Client:
         return self.server_info
 
     @property
+    def _status(self) -> int:
+        # nats-py's status number (Client.CONNECTED ...): its own tests, and code ported
+        # from them, read it.
+        state = self._link.state
+        if state is CLOSED or self._link.closing:
+            return self.CLOSED
+        if self._draining:
+            return self._draining
+        if state is CONNECTED:
+            return self.CONNECTED
+        if state is RECONNECTING:
+            return self.RECONNECTING
+        return self.CONNECTING if self._network.connecting else self.DISCONNECTED
+
+    @property
     def servers(self) -> List[ServerURL]:
         """The server pool, discovered servers included (no credentials)."""
         return [ServerURL(s.url) for s in self._network.pool.servers]

@@ -249,6 +249,28 @@ def test_a_client_closed_before_connecting_connects(nats_server: NATSServer) -> 
         nc.close()
 
 
+def test_natspy_status_numbers(server_factory: ServerFactory) -> None:
+    """nats-py's ``_status`` (its tests read it in callbacks): connected, reconnecting,
+    closed, with nats-py's numbers."""
+    srv = server_factory(jetstream=False)
+    states: List[int] = []
+    nc = nats.Client()
+    assert nc._status == nats.Client.DISCONNECTED
+    seen = Calls()
+
+    def disconnected_cb() -> None:
+        states.append(nc._status)
+        seen.disconnected_cb()
+
+    nc.connect(srv.url, disconnected_cb=disconnected_cb, reconnect_time_wait=0.05)
+    assert nc._status == nats.Client.CONNECTED
+    srv.stop()
+    assert seen.disconnected.wait(5)
+    nc.close()
+    assert states[0] == nats.Client.RECONNECTING
+    assert nc._status == nats.Client.CLOSED
+
+
 # --- 4. drain ---------------------------------------------------------------------------------
 
 
