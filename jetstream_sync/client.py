@@ -37,6 +37,7 @@ from ._auth import JWTCallback, PathOrSeed, SignatureCallback
 from ._callbacks import Callbacks, Hooks
 from ._conn import Conn, Waiter
 from ._link import CLOSED, CONNECTED, FORKED, NEW, RECONNECTING, Link
+from ._natspy_names import NatsPyPrivateNames
 from ._network import Network
 from ._nuid import NUID
 from ._options import check_callable, check_pending_limit, check_positive_int
@@ -69,6 +70,11 @@ ErrorCallback = Callable[[Exception], None]
 Callback = Callable[[], None]
 
 
+# nats-py's name (nats.aio.client.Server) for a pool entry: what reconnect_to_server_handler
+# is given, and may return (Server(uri=Client._parse_server_uri(url))).
+Server = PoolServer
+
+
 def _payload(data: Any, payload: Any) -> Any:
     """nats-py's ``payload=`` for our ``data``."""
     if data:
@@ -92,7 +98,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Client:
+class Client(NatsPyPrivateNames):
     """A connection to NATS. Use :func:`connect` to make one."""
 
     # nats-py's status numbers (its ``Client.CONNECTED`` ...), for code that names them.
@@ -558,26 +564,6 @@ class Client:
         if conn is None or self._link.state is not CONNECTED:
             return None
         return ServerURL(conn.server.url)
-
-    @property
-    def _server_info(self) -> Dict[str, Any]:
-        # nats-py's name for server_info: its own tests, and code ported from them, read it.
-        return self.server_info
-
-    @property
-    def _status(self) -> int:
-        # nats-py's status number (Client.CONNECTED ...): its own tests, and code ported
-        # from them, read it.
-        state = self._link.state
-        if state is CLOSED or self._link.closing:
-            return self.CLOSED
-        if self._draining:
-            return self._draining
-        if state is CONNECTED:
-            return self.CONNECTED
-        if state is RECONNECTING:
-            return self.RECONNECTING
-        return self.CONNECTING if self._network.connecting else self.DISCONNECTED
 
     @property
     def servers(self) -> List[ServerURL]:

@@ -271,6 +271,43 @@ def test_natspy_status_numbers(server_factory: ServerFactory) -> None:
     assert nc._status == nats.Client.CLOSED
 
 
+def test_handler_picking_a_server_not_in_the_pool_is_reported(
+    server_factory: ServerFactory,
+) -> None:
+    """nats-py's way to name a server in reconnect_to_server_handler (``Server`` and
+    ``Client._parse_server_uri`` of nats.aio.client): a stranger is reported as
+    ServerNotInPoolError and the default pick is dialled."""
+    from jetstream_sync.client import Client, Server
+
+    a, b = server_factory(jetstream=False), server_factory(jetstream=False)
+    calls: List[int] = []
+
+    def handler(servers: object, info: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            return Server(uri=Client._parse_server_uri("nats://127.0.0.1:1")), 0
+        return None, 0
+
+    seen = Calls()
+    nc = nats.connect(
+        [a.url, b.url],
+        dont_randomize=True,
+        reconnect_time_wait=0.05,
+        error_cb=seen.error_cb,
+        reconnected_cb=seen.reconnected_cb,
+        reconnect_to_server_handler=handler,
+    )
+    try:
+        a.stop()
+        assert seen.reconnected.wait(5)
+        assert seen.of(nats.ServerNotInPoolError), seen.errors
+        assert not seen.of(nats.CallbackError), seen.errors
+        assert nc.connected_url is not None and nc.connected_url.port == b.port
+    finally:
+        nc.close()
+    assert Client._parse_server_uri("h").netloc == "h:4222"
+
+
 # --- 4. drain ---------------------------------------------------------------------------------
 
 
