@@ -358,14 +358,20 @@ class Client(NatsPyPrivateNames):
         timeout: float = 5.0,
         publish_async_max_pending: int = 4000,
         publish_async_stall_wait: float = 5.0,
+        *,
+        publish_retry_attempts: Optional[int] = None,
+        publish_retry_wait: Optional[float] = None,
     ) -> JetStream:
-        """A JetStream context on this connection (``$JS.API``, or ``$JS.<domain>.API``)."""
+        """A JetStream context on this connection (``$JS.API``, or ``$JS.<domain>.API``);
+        ``publish_retry_*``: publish's defaults after a 503 (None: 2 times, 0.25 s apart)."""
         from .jetstream.context import JetStream
 
         self._link.check_open("use JetStream")
-        return JetStream(
-            self, prefix, domain, timeout, publish_async_max_pending, publish_async_stall_wait
-        )
+        given: Dict[str, Any] = {"publish_retry_attempts": publish_retry_attempts}
+        given["publish_retry_wait"] = publish_retry_wait
+        retry = {k: v for k, v in given.items() if v is not None}
+        args = (prefix, domain, timeout, publish_async_max_pending, publish_async_stall_wait)
+        return JetStream(self, *args, **retry)
 
     # nats-py's JetStream manager: the management calls (add_stream, consumer_info ...) are
     # methods of the JetStream context here, so nc.jsm() is nc.jetstream().

@@ -110,6 +110,17 @@ def test_the_context_s_defaults(traced: NATSServer, tjs: JetStream, subject: str
     assert sent(traced, subject, 4) == 4
 
 
+def test_nc_jetstream_takes_the_context_s_defaults(
+    traced: NATSServer, tjs: JetStream, subject: str
+) -> None:
+    js = tjs.nc.jetstream(publish_retry_attempts=3, publish_retry_wait=0.01)
+    with pytest.raises(nats.NoStreamResponseError, match=r"sent 4 times, 0\.01 s apart"):
+        js.publish(subject, b"x")
+    assert sent(traced, subject, 4) == 4
+    with pytest.raises(nats.InvalidArgumentError, match="publish_retry_wait"):
+        tjs.nc.jetstream(publish_retry_wait=-1)
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
