@@ -439,6 +439,10 @@ class Endpoint:
         self._subscription = self._service._client.subscribe(
             self._subject, queue=self._queue_group or None, cb=self._handle_request
         )
+        try:  # once add_endpoint returns, the server knows the endpoint
+            self._service._client.flush()
+        except errors.TimeoutError:
+            pass  # not connected now: the subscription is sent again on reconnect
 
     def _reset(self) -> None:
         with self._lock:
