@@ -17,7 +17,7 @@ from typing import AbstractSet, Any, List
 from .. import errors
 from . import api
 
-__all__ = ["check_filter_matches", "config_differences"]
+__all__ = ["check_filter_matches", "config_differences", "subject_fits_filters"]
 
 # The server keeps its own bookkeeping in metadata under this prefix (version, API level).
 _SERVER_METADATA = "_nats."
@@ -81,7 +81,30 @@ def check_filter_matches(subject: str, config: api.ConsumerConfig) -> None:
             f"subject {subject!r} and config.filter_subject {config.filter_subject!r} differ: "
             "give the filter once, or the same in both"
         )
-    if config.filter_subjects and subject not in config.filter_subjects:
+    if config.filter_subjects and not subject_fits_filters(subject, config.filter_subjects):
         raise errors.InvalidArgumentError(
-            f"subject {subject!r} is not one of config.filter_subjects {config.filter_subjects!r}"
+            f"subject {subject!r} is neither one of config.filter_subjects "
+            f"{config.filter_subjects!r} nor a pattern covering them all"
         )
+
+
+def subject_fits_filters(subject: str, filters: List[str]) -> bool:
+    """``subject`` names one of the consumer's ``filters``, or is a pattern covering every
+    one of them (``events.>`` with filters ``events.1`` and ``events.2``, as nats-py lets
+    the filters narrow the subject): either way the subject says nothing false about what
+    the consumer delivers."""
+    return subject in filters or all(_covers(subject, f) for f in filters)
+
+
+def _covers(pattern: str, subject: str) -> bool:
+    """Every subject ``subject`` matches (it may have wildcards itself), ``pattern`` does."""
+    pt = pattern.split(".")
+    st = subject.split(".")
+    for i, p in enumerate(pt):
+        if p == ">":
+            return len(st) > i
+        if i >= len(st):
+            return False
+        if st[i] == ">" or (p != "*" and (p != st[i] or st[i] == "*")):
+            return False
+    return len(pt) == len(st)

@@ -51,7 +51,7 @@ from .._seam import raw_headers
 from .._timeouts import Deadline, check_timeout
 from ..msg import Msg
 from . import api
-from ._binding import check_filter_matches, config_differences
+from ._binding import check_filter_matches, config_differences, subject_fits_filters
 from ._linger import GRACE, LongPulls
 from .priority import PinLost, PinState, PullPriority, pull_priority
 from .status import (
@@ -75,6 +75,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["PullSubscriber", "PullSubscription", "pull_expires", "pull_request_body"]
 
 EXPIRES_MARGIN = 0.1  # a long pull expires this long before the fetch's own timeout (seed 000)
+# fetch(timeout=None) waits in pulls of this many seconds (each renewed when it expires).
+FOREVER_SLICE = 30.0
 _BIG = 1 << 40  # inbox subscriptions feed the fetch queue through a hook: no limits apply
 _CLOSED = Msg("", "", b"")  # put in the queue when the client closes: wakes a waiting fetch
 
@@ -285,7 +287,7 @@ class PullSubscription:
     def fetch(
         self,
         batch: int = 1,
-        timeout: float = 5.0,
+        timeout: Optional[float] = 5.0,
         heartbeat: Optional[float] = None,
         *,
         heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
@@ -296,11 +298,11 @@ class PullSubscription:
     ) -> List[Msg]:
         """Up to ``batch`` messages: those already waiting at once, else the first ones to
         come within ``timeout``. Raises :class:`~jetstream_sync.TimeoutError` when none
-        came. ``timeout=0`` waits for nothing new: one no_wait pull takes what the consumer
-        has now (its answer is waited for, up to the JetStream timeout); the server acks a
+        came. ``timeout=None`` waits as long as it takes (nats-py's ``fetch(1, None)``).
+        ``timeout=0`` waits for nothing new: one no_wait pull takes what the consumer has
+        now (its answer is waited for, up to the JetStream timeout); the server acks a
         publish a moment before its consumers count it, so right after a publish that may
-        be nothing. ``heartbeat`` asks
-        the server for idle heartbeats during a long pull, and
+        be nothing. ``heartbeat`` asks the server for idle heartbeats during a long pull, and
         :class:`NoHeartbeatError` when ``heartbeat_alarm`` (default 2) intervals pass
         without anything.
 
@@ -311,18 +313,52 @@ class PullSubscription:
         The timeout is :class:`~jetstream_sync.errors.FetchTimeoutError` (nats-py's name),
         a :class:`~jetstream_sync.TimeoutError`.
         """
-        msgs = self._fetch(
-            batch,
-            timeout,
-            heartbeat,
-            heartbeat_alarm,
-            group,
-            min_pending,
-            min_ack_pending,
-            priority,
-        )
+        if timeout is None:
+            msgs = self._fetch_forever(
+                batch, heartbeat, heartbeat_alarm, group, min_pending, min_ack_pending, priority
+            )
+        else:
+            msgs = self._fetch(
+                batch,
+                timeout,
+                heartbeat,
+                heartbeat_alarm,
+                group,
+                min_pending,
+                min_ack_pending,
+                priority,
+            )
         self._delivered += len(msgs)
         return msgs
+
+    def _fetch_forever(
+        self,
+        batch: int,
+        heartbeat: Optional[float],
+        heartbeat_alarm: float,
+        group: Optional[str],
+        min_pending: Optional[int],
+        min_ack_pending: Optional[int],
+        priority: Optional[int],
+    ) -> List[Msg]:
+        """``fetch(batch, None)``: pulls of FOREVER_SLICE seconds one after the other until
+        one brings something (nats-py sends one pull without expiry; a bounded one is not
+        lost to a reconnect or a leader change, and a later pull meets a new consumer
+        leader). Ends only with messages, an error, or the subscription or client closing."""
+        while True:
+            try:
+                return self._fetch(
+                    batch,
+                    FOREVER_SLICE,
+                    heartbeat,
+                    heartbeat_alarm,
+                    group,
+                    min_pending,
+                    min_ack_pending,
+                    priority,
+                )
+            except errors.FetchTimeoutError:
+                continue
 
     def _fetch(
         self,
@@ -719,6 +755,10 @@ class PullSubscriber:
     ) -> PullSubscription:
         """Bind to a durable pull consumer, creating it when missing (or an ephemeral one
         when ``durable`` is None). ``stream`` is found from ``subject`` when not given.
+        A ``subject`` of None or ``""`` reads the whole stream; ``""`` without ``stream=``
+        (nats-py's ``pull_subscribe("", durable)``) is the account's one stream. With
+        ``config.filter_subjects``, ``subject`` may be a pattern covering them all
+        (``"events.>"``): the filters decide what is delivered.
 
         ``pending_msgs_limit`` / ``pending_bytes_limit`` bound what is queued for the
         subscription (None: no bound); a message past them is dropped, unacked, and the
@@ -735,10 +775,11 @@ class PullSubscriber:
             raise errors.InvalidArgumentError(
                 f"config must be a ConsumerConfig, got {type(config).__name__}"
             )
-        if subject is not None and (not isinstance(subject, str) or not subject):
-            raise errors.BadSubjectError(
-                f"subject must be a non-empty str or None, got {subject!r}"
-            )
+        if subject is not None and not isinstance(subject, str):
+            raise errors.BadSubjectError(f"subject must be a str or None, got {subject!r}")
+        every = subject == ""  # as in nats-py: the whole stream, no filter from the subject
+        if every:
+            subject = None
         named = config.durable_name if config is not None else None
         if named and durable and named != durable:
             raise errors.InvalidArgumentError(
@@ -760,9 +801,12 @@ class PullSubscriber:
             if subject is not None:
                 check_filter_matches(subject, config)
         if stream is None:
-            if subject is None:
+            if every:
+                stream = _the_only_stream(js)
+            elif subject is None:
                 raise errors.InvalidArgumentError("pull_subscribe needs a subject or a stream")
-            stream = js.find_stream_name_by_subject(subject)
+            else:
+                stream = js.find_stream_name_by_subject(subject)
         stream = api.check_stream_name(stream)
 
         info: Optional[api.ConsumerInfo] = None
@@ -831,6 +875,19 @@ class PullSubscriber:
         return PullSubscription(js, stream, info, None, False, prefix, msgs_limit, bytes_limit)
 
 
+def _the_only_stream(js: JetStream) -> str:
+    """``pull_subscribe("")`` without a stream: the account's one stream (nats-py asks the
+    server for the streams capturing "", which is every stream, and takes the first; with
+    several, which one it gets is the server's order, so here that is refused)."""
+    names = js.stream_names()
+    if len(names) != 1:
+        raise errors.InvalidArgumentError(
+            "pull_subscribe without a subject needs stream= unless the account has exactly "
+            f"one stream; it has {len(names)}: {names[:10]}"
+        )
+    return names[0]
+
+
 # Fields a binding call may leave to the consumer: its names and what the subject decides.
 _NOT_COMPARED = frozenset({"name", "durable_name", "filter_subject", "filter_subjects"})
 
@@ -857,7 +914,7 @@ def _check_bound(
         filters = list(have.filter_subjects or [])
         if have.filter_subject:
             filters.append(have.filter_subject)
-        if filters and subject not in filters:
+        if filters and not subject_fits_filters(subject, filters):
             raise errors.InvalidArgumentError(
                 f"subject {subject!r} does not match the filter of {where}: {filters}"
             )

@@ -29,7 +29,7 @@ from .._timeouts import check_timeout
 from ..msg import Msg
 from ..subscription import Subscription
 from . import api
-from ._binding import check_filter_matches, config_differences
+from ._binding import check_filter_matches, config_differences, subject_fits_filters
 from .ack import ACK_NONE, sequences
 from .status import check_alarm, status_error
 
@@ -826,7 +826,7 @@ def _check_existing(
         filters = list(have.filter_subjects or [])
         if have.filter_subject:
             filters.append(have.filter_subject)
-        if filters and subject not in filters:
+        if filters and not subject_fits_filters(subject, filters):
             raise errors.InvalidArgumentError(
                 f"subject {subject!r} does not match the filter of {where}: {filters}"
             )

@@ -608,3 +608,56 @@ def test_bad_arguments(js: JetStream, stream: str) -> None:
     with pytest.raises(nats.BadSubscriptionError, match="closed"):
         psub.fetch()
     assert re.search(r"PullSubscription", repr(psub))
+
+
+def test_an_empty_subject_reads_the_whole_stream(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    # nats-py's pull_subscribe("", durable): no filter; without stream=, the one stream.
+    with nats.connect(server_factory(jetstream=True).url) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="ALL", subjects=["all.a", "all.b"])
+        js.publish("all.a", b"1")
+        js.publish("all.b", b"2")
+        psub = js.pull_subscribe("", "every")
+        assert psub.consumer_info().config.filter_subject is None
+        assert [m.data for m in psub.fetch(2, timeout=5)] == [b"1", b"2"]
+        js.add_stream(name="OTHER", subjects=["other"])
+        with pytest.raises(nats.InvalidArgumentError, match="exactly one stream"):
+            js.pull_subscribe("", "which")
+        psub = js.pull_subscribe("", "named", stream="ALL")
+        assert [m.data for m in psub.fetch(2, timeout=5)] == [b"1", b"2"]
+
+
+def test_fetch_without_a_timeout_waits_through_expired_pulls(
+    js: JetStream, stream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jetstream_sync.jetstream import pull
+
+    monkeypatch.setattr(pull, "FOREVER_SLICE", 0.3)
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    got: List[nats.Msg] = []
+    fetcher = threading.Thread(target=lambda: got.extend(psub.fetch(1, None)), daemon=True)
+    fetcher.start()
+    fetcher.join(timeout=1.0)  # several pulls of 0.3 s expire meanwhile
+    assert fetcher.is_alive() and not got
+    js.publish(subj(stream), b"at last")
+    fetcher.join(timeout=10)
+    assert [m.data for m in got] == [b"at last"]
+
+
+def test_a_pattern_subject_may_cover_the_configs_filter_subjects(
+    js: JetStream, stream: str
+) -> None:
+    # nats-py's pull_subscribe("events.>", config=ConsumerConfig(filter_subjects=[...])).
+    config = ConsumerConfig(filter_subjects=[subj(stream, "1"), subj(stream, "2")])
+    psub = js.pull_subscribe(subj(stream, ">"), "f", config=config)
+    for i in range(4):
+        js.publish(subj(stream, str(i)), str(i).encode())
+    assert sorted(m.data for m in psub.fetch(10, timeout=2)) == [b"1", b"2"]
+    js.pull_subscribe(subj(stream, ">"), "f", config=config)  # binding again: the same
+    js.pull_subscribe(subj(stream, "1"), "f")  # one of its filters
+    with pytest.raises(nats.InvalidArgumentError, match="does not match the filter"):
+        js.pull_subscribe(subj(stream, "3"), "f")
+    with pytest.raises(nats.InvalidArgumentError, match="nor a pattern covering"):
+        js.pull_subscribe(subj(stream, "*.x"), "g", config=config)

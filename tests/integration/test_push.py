@@ -626,3 +626,20 @@ def test_ordered_pull_chains_are_deleted_on_leaving(js: JetStream, stream: str) 
     with oc:
         assert oc.next(timeout=5).data == b"2"
     wait_until(lambda: js.consumer_names(stream) == [], 5, "the link deleted")
+
+
+def test_a_pattern_subject_may_cover_the_configs_filter_subjects(
+    js: JetStream, stream: str
+) -> None:
+    # nats-py's subscribe("events.>", config=ConsumerConfig(filter_subjects=[...])).
+    config = ConsumerConfig(filter_subjects=[subj(stream, "1"), subj(stream, "2")])
+    sub = js.subscribe(subj(stream, ">"), "f", config=config)
+    for i in range(4):
+        js.publish(subj(stream, str(i)), str(i).encode())
+    got = sorted(sub.next_msg(timeout=5).data for _ in range(2))
+    assert got == [b"1", b"2"]
+    wait_until(lambda: sub.consumer_info().num_pending == 0, 5, "nothing else to deliver")
+    with pytest.raises(nats.TimeoutError):
+        sub.next_msg(timeout=0.2)
+    with pytest.raises(nats.InvalidArgumentError, match="nor a pattern covering"):
+        js.subscribe(subj(stream, "*.x"), "g", config=config)

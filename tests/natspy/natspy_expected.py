@@ -178,7 +178,6 @@ TO_FIX: Dict[str, str] = {
         "line 2254: Failed: DID NOT RAISE MsgAlreadyAckdError"
     ),
     "test_js.py::AckPolicyTest::test_double_acking_subscribe": ("line 2320: AssertionError"),
-    "test_js.py::AckPolicyTest::test_nak_delay": ("line 2359: AssertionError"),
     "test_js.py::JSMTest::test_consumer_with_name": (
         "ack_sync() returns None; nats-py returns the server's reply"
     ),
@@ -197,29 +196,17 @@ TO_FIX: Dict[str, str] = {
     "test_js.py::OrderedConsumerTest::test_flow_control": (
         "line 2484: InvalidArgumentError: flow control needs an idle heartbeat (ADR-15)"
     ),
-    "test_js.py::PullSubscribeTest::test_auto_create_consumer": (
-        "pull_subscribe('', durable) (the whole stream) is refused"
-    ),
     "test_js.py::PullSubscribeTest::test_consumer_with_multiple_filters": (
         "line 1008: AssertionError"
     ),
     "test_js.py::PullSubscribeTest::test_fetch_heartbeats": (
         "line 1147: BadPullRequestError: pull consumer 'a' of stream 'events': 400 Bad ..."
     ),
-    "test_js.py::PullSubscribeTest::test_fetch_one_wait_forever": (
-        "fetch(1, None) (wait without limit) is refused"
-    ),
     "test_js.py::PullSubscribeTest::test_pull_subscribe_limits": (
         "line 844: InvalidArgumentError: pending_bytes_limit must be an int >= 1 or No..."
     ),
-    "test_js.py::PullSubscribeTest::test_subscribe_filter_subjects": (
-        "a subject plus config.filter_subjects is refused"
-    ),
     "test_js.py::SubscribeTest::test_queue_subscribe_deliver_group": (
         "line 1873: Failed: DID NOT RAISE BadSubscriptionError"
-    ),
-    "test_js.py::SubscribeTest::test_subscribe_filter_subjects": (
-        "a subject plus config.filter_subjects is refused"
     ),
     "test_js.py::SubscribeTest::test_subscribe_push_bound": (
         "line 1909: AttributeError: 'InvalidArgumentError' object has no attribute 'des..."

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 import jetstream_sync as nats
-from jetstream_sync.jetstream._binding import check_filter_matches, config_differences
+from jetstream_sync.jetstream._binding import (
+    check_filter_matches,
+    config_differences,
+    subject_fits_filters,
+)
 from jetstream_sync.jetstream.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 NOTHING: frozenset = frozenset()
@@ -77,5 +81,21 @@ def test_a_subject_and_a_config_filter_must_agree() -> None:
     check_filter_matches("a.*", ConsumerConfig())
     with pytest.raises(nats.InvalidArgumentError, match="differ"):
         check_filter_matches("a.*", ConsumerConfig(filter_subject="a.>"))
-    with pytest.raises(nats.InvalidArgumentError, match="not one of"):
+    with pytest.raises(nats.InvalidArgumentError, match="neither one of"):
         check_filter_matches("a.*", ConsumerConfig(filter_subjects=["b"]))
+
+
+def test_a_pattern_subject_covering_every_filter_fits() -> None:
+    # nats-py: subscribe("events.>", config=ConsumerConfig(filter_subjects=[...]))
+    check_filter_matches("e.>", ConsumerConfig(filter_subjects=["e.1", "e.2.x"]))
+    check_filter_matches("e.*", ConsumerConfig(filter_subjects=["e.1", "e.*"]))
+    check_filter_matches(">", ConsumerConfig(filter_subjects=["a.>", "b"]))
+    for subject, filters in [
+        ("e.*", ["e.1", "e.2.x"]),
+        ("e.>", ["e.1", "e"]),
+        ("e.*", ["e.1", "e.>"]),
+        ("e.1", ["e.1", "e.2"][1:]),
+        ("e.x", ["e.*"]),
+    ]:
+        assert not subject_fits_filters(subject, filters), (subject, filters)
+    assert subject_fits_filters("e.1", ["e.1", "e.2"])
