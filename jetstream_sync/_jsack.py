@@ -9,8 +9,9 @@ A JetStream message is one whose reply subject is a ``$JS.ACK`` subject. Two for
 
 An ack is a publish to that subject: ``+ACK``, ``-NAK`` (optionally with a delay), ``+TERM``
 (optionally with a reason) are terminal; ``+WPI`` (work in progress) is not. After a terminal
-ack has been published, later ack calls on the same message do nothing; on a consumer with
-ack policy ``none`` every ack call does nothing.
+ack has been published, another terminal one on the same message raises MsgAlreadyAckdError
+(as nats-py and nats.go do) and ``+WPI`` does nothing; on a consumer with ack policy ``none``
+every ack call does nothing.
 
 A core module: ``Msg``'s ack methods and ``metadata`` are built on it, and the core imports
 nothing from ``jetstream/``. ``jetstream/ack.py`` re-exports its names.
@@ -157,9 +158,19 @@ def term_payload(reason: Optional[str]) -> bytes:
     return TERM + b" " + reason.encode()
 
 
+def already_acked(msg: Msg) -> errors.MsgAlreadyAckdError:
+    return errors.MsgAlreadyAckdError(
+        f"message {msg.reply!r} was already acknowledged (ack, ack_sync, nak or term)"
+    )
+
+
 def send_ack(msg: Msg, payload: bytes, terminal: bool) -> None:
-    """Publish an ack for ``msg`` unless acks are over for it (terminal sent, or policy none)."""
+    """Publish an ack for ``msg``. A terminal one after a terminal one is
+    MsgAlreadyAckdError (as nats-py and nats.go); +WPI then, and every ack on a consumer
+    with ack policy none, does nothing."""
     if msg._ack != ACK_OPEN:
+        if terminal and msg._ack == ACK_DONE:
+            raise already_acked(msg)
         return
     reply = msg.reply
     if not reply.startswith("$JS.ACK."):
@@ -172,15 +183,19 @@ def send_ack(msg: Msg, payload: bytes, terminal: bool) -> None:
         msg._ack = ACK_DONE  # after a successful publish (ADR-15)
 
 
-def ack_sync(msg: Msg, timeout: float) -> None:
-    """+ACK as a request: returns once the server confirmed it."""
+def ack_sync(msg: Msg, timeout: float) -> Optional[Msg]:
+    """+ACK as a request: the server's confirmation (its empty reply), once it came; None on
+    a consumer with ack policy none (nothing is sent)."""
     if msg._ack != ACK_OPEN:
-        return
+        if msg._ack == ACK_DONE:
+            raise already_acked(msg)
+        return None
     reply = msg.reply
     if not reply.startswith("$JS.ACK."):
         raise errors.NotJSMessageError(_not_js(reply))
     client = msg._client
     if client is None:
         raise errors.InvalidArgumentError("message is not bound to a client")
-    client.request(reply, ACK, timeout=check_timeout(timeout, "ack_sync timeout"))
+    answer = client.request(reply, ACK, timeout=check_timeout(timeout, "ack_sync timeout"))
     msg._ack = ACK_DONE
+    return answer

@@ -43,7 +43,7 @@ message names the problem (the subject, the limit, the server's words) and never
     ├── BadSubscriptionError                          the subscription has ended
     ├── CallbackError                                 a user callback raised (reported, not raised)
     ├── ClientForkedError                             a client used in a process it was not made in
-    ├── MsgAlreadyAckdError                           (nats-py's name; never raised here)
+    ├── MsgAlreadyAckdError                           a second terminal ack of a message
     └── JetStreamError                                anything JetStream
         ├── JetStreamNotEnabledError                  no JetStream on the server or account
         ├── NoStreamResponseError                     a JS publish that no stream captured (503)
@@ -401,8 +401,8 @@ class ServerNotInPoolError(InvalidArgumentError):
 
 
 class MsgAlreadyAckdError(NATSError):
-    """nats-py raises it when a message is acked twice. Never raised here: a second
-    terminal ack of a message does nothing (``Msg.is_acked`` tells whether one was sent)."""
+    """A terminal ack (ack, ack_sync, nak, term) of a message that had one already, as in
+    nats-py and nats.go (``Msg.is_acked`` tells whether one was sent)."""
 
 
 # --- JetStream ---------------------------------------------------------------------------

@@ -169,6 +169,8 @@ class Msg:
     ``subject`` and ``reply`` are ``str`` (``reply`` is ``""`` when there is none), ``data``
     is ``bytes``. ``headers`` is parsed on first access. ``status`` and ``description`` come
     from the header block's status line (``NATS/1.0 503``), ``None``/``""`` when absent.
+    ``Msg(nc)`` (nats-py's form, its client first) is an empty message bound to ``nc``
+    whose fields are set afterwards.
     """
 
     __slots__ = ("_ack", "_client", "_hdr", "_headers", "data", "reply", "sid", "subject")
@@ -197,14 +199,18 @@ class Msg:
 
     def __init__(
         self,
-        subject: str,
-        reply: str,
-        data: bytes,
+        subject: Union[str, Client] = "",
+        reply: str = "",
+        data: Optional[bytes] = None,
         sid: int = 0,
         hdr: Optional[bytes] = None,
         client: Optional[Client] = None,
     ) -> None:
-        self.subject = subject
+        if data is None:  # never the reader's call (it passes all six): one test, no more
+            data = b""
+            if not isinstance(subject, str):  # nats-py's Msg(nc): bound to nc, fields later
+                client, subject = subject, ""
+        self.subject: str = subject  # type: ignore[assignment]  # a str by now
         self.reply = reply
         self.data = data
         self.sid = sid
@@ -275,9 +281,12 @@ class Msg:
         return self._ack == 1  # _jsack.ACK_DONE
 
     def ack(self) -> None:
-        """Acknowledge (+ACK). Later ack calls on this message do nothing."""
+        """Acknowledge (+ACK). :class:`MsgAlreadyAckdError` when a terminal ack (ack,
+        ack_sync, nak, term) was sent for this message already."""
         # _jsack.send_ack, inlined for the common case: acks are per message.
         if self._ack != 0:  # _jsack.ACK_OPEN
+            if self._ack == 1:  # _jsack.ACK_DONE
+                raise _jsack.already_acked(self)
             return
         client = self._client
         if client is not None and self.reply.startswith("$JS.ACK."):
@@ -286,9 +295,10 @@ class Msg:
             return
         _jsack.send_ack(self, _jsack.ACK, terminal=True)  # raises the right error
 
-    def ack_sync(self, timeout: float = 5.0) -> None:
-        """Acknowledge and wait until the server confirms it."""
-        _jsack.ack_sync(self, timeout)
+    def ack_sync(self, timeout: float = 5.0) -> Optional[Msg]:
+        """Acknowledge and wait until the server confirms it; returns its confirmation
+        (as nats-py), None on a consumer with ack policy none (nothing is sent)."""
+        return _jsack.ack_sync(self, timeout)
 
     def nak(self, delay: Optional[float] = None) -> None:
         """Negative ack (-NAK): redeliver, after ``delay`` seconds when given."""

@@ -766,7 +766,8 @@ def _wrap_cb(
 
     def acking(msg: Msg) -> None:
         cb(msg)
-        msg.ack()  # does nothing if the callback acked it (or nak'ed, or term'ed) already
+        if msg._ack == 0:  # _jsack.ACK_OPEN: the callback did not ack (nak, term) it itself
+            msg.ack()
 
     return acking
 

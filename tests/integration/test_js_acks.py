@@ -45,13 +45,20 @@ def test_ack_kinds_on_the_wire(server_factory: Callable[..., NATSServer], tmp_pa
         md = m1.metadata
         assert (md.stream, md.consumer, md.sequence.stream, md.num_delivered) == ("A", "w", 1, 1)
         m1.ack()
-        m1.ack()  # terminal already sent: ignored
-        m1.nak()  # ignored too
+        assert m1.is_acked
+        with pytest.raises(nats.MsgAlreadyAckdError):  # a terminal ack sent already
+            m1.ack()
+        with pytest.raises(nats.MsgAlreadyAckdError):  # nothing sent
+            m1.nak()
         m2.nak(delay=10.0)
         m3.in_progress()
         m3.in_progress()  # not terminal: both sent
         m3.term("cannot parse")
-        m4.ack_sync(timeout=5)
+        confirmed = m4.ack_sync(timeout=5)
+        assert isinstance(confirmed, nats.Msg) and confirmed.data == b""  # nats-py's return
+        with pytest.raises(nats.MsgAlreadyAckdError):
+            m4.ack_sync(timeout=5)
+        m4.in_progress()  # not terminal: after a terminal ack, nothing sent and no error
         m5.ack()
         nc.flush()
         # m2 waits for its nak delay; every other one is acked or terminated. The server
@@ -89,6 +96,7 @@ def test_ack_policy_none_ignores_acks(nc: nats.Client) -> None:
     msg.ack()
     msg.nak()
     msg.term()
+    assert msg.ack_sync() is None
     assert nc.stats["out_msgs"] == 0
     with pytest.raises(nats.NotJSMessageError):
         nats.Msg("s", "", b"", client=nc).in_progress()

@@ -165,7 +165,7 @@ def test_a_subject_and_a_config_filter_that_differ_are_refused(js: JetStream, st
     p = stream.lower()
     with pytest.raises(nats.InvalidArgumentError, match="differ"):
         js.pull_subscribe(f"{p}.a", "f", config=ConsumerConfig(filter_subject=f"{p}.b"))
-    with pytest.raises(nats.InvalidArgumentError, match="not one of"):
+    with pytest.raises(nats.InvalidArgumentError, match="neither one of"):
         js.pull_subscribe(f"{p}.a", "f", config=ConsumerConfig(filter_subjects=[f"{p}.b"]))
     assert js.consumer_names(stream) == []
     js.pull_subscribe(f"{p}.*", "f", config=ConsumerConfig(filter_subject=f"{p}.*"))

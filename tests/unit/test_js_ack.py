@@ -89,3 +89,31 @@ def test_sequences_agree_with_parse_metadata() -> None:
         assert sequences(reply) == (md.sequence.consumer, md.sequence.stream)
     for bad in ("", "_INBOX.x", "$JS.ACK.S.C.1.x.3.4.5", "$JS.NOPE.S.C.1.2.3.4.5"):
         assert sequences(bad) is None
+
+
+def test_natspy_msg_of_a_client_alone() -> None:
+    # nats-py's Msg(nc): its client first, the fields set afterwards (test_ack_v2_tokens).
+    client = object()
+    msg = Msg(client)  # type: ignore[arg-type]
+    assert (msg.subject, msg.reply, msg.data, msg._client) == ("", "", b"", client)
+    msg.reply = "$JS.ACK.dom.acc.S.C.1.2.3.1662856107340506000.20"
+    assert (msg.metadata.domain, msg.metadata.stream, msg.metadata.num_pending) == ("dom", "S", 20)
+    assert Msg().data == b"" and Msg("a", data=b"x").data == b"x"
+
+
+def test_a_second_terminal_ack_is_msg_already_ackd() -> None:
+    # nats-py and nats.go raise it; +WPI afterwards is ignored.
+    sent = []
+
+    class Client:
+        def _publish_trusted(self, subject: str, payload: bytes) -> None:
+            sent.append(payload)
+
+    for first in ("ack", "nak", "term"):
+        msg = Msg("s", "$JS.ACK.S.C.1.2.3.4.5", b"", client=Client())  # type: ignore[arg-type]
+        getattr(msg, first)()
+        for again in ("ack", "nak", "term", "ack_sync"):
+            with pytest.raises(errors.MsgAlreadyAckdError):
+                getattr(msg, again)()
+        msg.in_progress()
+    assert sent == [b"+ACK", b"-NAK", b"+TERM"]
