@@ -58,7 +58,7 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── PullLimitExceededError                409 Exceeded MaxWaiting / MaxRequest...
         │   ├── ConsumerLeadershipChangedError        409 Leadership Change, Server Shutdown
         │   ├── PinIdMismatchError                    423 (another client holds the pin)
-        │   └── BadPullRequestError                   400 Bad Request
+        │   └── BadPullRequestError                   400 Bad Request (an APIError too)
         ├── KeyValueError                             anything Key-Value (js.key_value())
         │   ├── BucketNotFoundError (also ObjectStoreError, StreamNotFoundError)  no bucket
         │   ├── BadBucketError                        the stream KV_<bucket> is not a bucket
@@ -465,9 +465,6 @@ class ConsumerLeadershipChangedError(PullStatusError):
     """409 Leadership Change or Server Shutdown: the pull was cut; pulling again works."""
 
 
-class BadPullRequestError(PullStatusError):
-    """400 Bad Request: the server refused the pull request's options."""
-
 
 class PinIdMismatchError(PullStatusError):
     """423: a pull carried a pin of a priority group that another client holds now. The
@@ -487,6 +484,21 @@ class APIError(JetStreamError):
         self.subject = subject  # the API subject, for programs; the message says it in words
         where = f" ({api_call_words(subject)})" if subject else ""
         super().__init__(f"{description} [code={code} err_code={err_code}]{where}")
+
+
+class BadPullRequestError(PullStatusError, APIError):
+    """400 Bad Request: the server refused the pull request's options. Also an
+    :class:`APIError` (``code`` 400, ``description`` the server's words), as nats-py's
+    fetch raises it."""
+
+    def __init__(self, status: int, description: str, *, where: str = "") -> None:
+        self.status = self.code = status
+        self.err_code = 0
+        self.description = description
+        self.subject = ""
+        JetStreamError.__init__(
+            self, f"{where}: {status} {description}" if where else f"{status} {description}"
+        )
 
 
 # The API operations by their subject tokens, and the names their next tokens carry.

@@ -125,11 +125,13 @@ def _check_flag(value: Any) -> bool:
 
 
 def _check_limit(value: Any, what: str) -> Optional[int]:
+    """A pending limit: None, or an int where one <= 0 is no limit (as nats-py's -1, and as
+    for core subscriptions)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise errors.InvalidArgumentError(f"{what} must be an int >= 1 or None, got {value!r}")
-    return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidArgumentError(f"{what} must be an int or None, got {value!r}")
+    return value if value > 0 else None
 
 
 def check_inbox_prefix(prefix: Any) -> Optional[str]:
@@ -761,9 +763,10 @@ class PullSubscriber:
         (``"events.>"``): the filters decide what is delivered.
 
         ``pending_msgs_limit`` / ``pending_bytes_limit`` bound what is queued for the
-        subscription (None: no bound); a message past them is dropped, unacked, and the
-        server redelivers it after its ack wait; :class:`SlowConsumerError` goes to
-        error_cb. A fetch may not ask for more than ``pending_msgs_limit``.
+        subscription (None, or <= 0 as nats-py's -1: no bound); a message past them is
+        dropped, unacked, and the server redelivers it after its ack wait;
+        :class:`SlowConsumerError` goes to error_cb. A fetch may not ask for more than
+        ``pending_msgs_limit``.
         ``inbox_prefix`` is the prefix of the subscription's pull inboxes (default: the
         client's), for accounts allowed to subscribe only below some prefix.
         """

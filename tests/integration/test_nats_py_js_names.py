@@ -148,9 +148,18 @@ def test_pull_pending_limits(ejs: JetStream, stream: str, errs: Errors) -> None:
     wait_until(lambda: errs.kinds() == [nats.SlowConsumerError], 20, "the slow consumer report")
     assert [m.data for m in psub.fetch(2, timeout=5)] == [b"12", b"345"]
     assert psub.pending_bytes == 0 and psub.delivered == 2
-    for bad in (0, -1, 1.5, True):
+    for bad in (1.5, True, "3"):
         with pytest.raises(nats.InvalidArgumentError, match="pending_"):
             ejs.pull_subscribe(_subj(stream), "lim", pending_msgs_limit=bad)  # type: ignore[arg-type]
+    # nats-py's -1 (and 0, as for core subscriptions): no limit.
+    unbounded = ejs.pull_subscribe(
+        _subj(stream), "lim", pending_msgs_limit=-1, pending_bytes_limit=0
+    )
+    unbounded._on_msg(Msg(_subj(stream), "", b"x" * 100))
+    unbounded._on_msg(Msg(_subj(stream), "", b"y" * 100))
+    unbounded._on_msg(Msg(_subj(stream), "", b"z" * 100))
+    assert unbounded.pending_msgs == 3 and unbounded.pending_bytes == 300
+    assert len(unbounded.fetch(3, timeout=5)) == 3  # no batch bound either
 
 
 def test_fetch_timeout_is_fetch_timeout_error(js: JetStream, stream: str) -> None:

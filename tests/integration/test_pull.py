@@ -661,3 +661,16 @@ def test_a_pattern_subject_may_cover_the_configs_filter_subjects(
         js.pull_subscribe(subj(stream, "3"), "f")
     with pytest.raises(nats.InvalidArgumentError, match="nor a pattern covering"):
         js.pull_subscribe(subj(stream, "*.x"), "g", config=config)
+
+
+def test_a_pull_the_server_refuses_is_an_api_error_too(js: JetStream, stream: str) -> None:
+    # nats-py's fetch raises APIError for a 400; half the timeout passes our check, and the
+    # server wants the heartbeat under half of expires (the timeout less its margin).
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    with pytest.raises(nats.errors.APIError) as err:
+        psub.fetch(1, timeout=1, heartbeat=0.5)
+    assert isinstance(err.value, nats.errors.BadPullRequestError)
+    assert (err.value.code, err.value.description) == (
+        400,
+        "Bad Request - heartbeat value too large",
+    )
