@@ -465,7 +465,6 @@ class ConsumerLeadershipChangedError(PullStatusError):
     """409 Leadership Change or Server Shutdown: the pull was cut; pulling again works."""
 
 
-
 class PinIdMismatchError(PullStatusError):
     """423: a pull carried a pin of a priority group that another client holds now. The
     pull paths handle it themselves (the client becomes a standby); it is raised only for a

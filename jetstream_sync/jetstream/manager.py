@@ -245,8 +245,8 @@ class JetStreamManager:
         payload = json.dumps(body, separators=(",", ":")).encode()
         try:
             msg = self._nc.request(subject, payload, timeout=self._timeout)
-        except errors.NoRespondersError:
-            raise errors.JetStreamError(
+        except errors.NoRespondersError:  # kept, as nats-py: the words say what it means
+            raise errors.NoRespondersError(
                 f"no direct get answered for stream {stream!r}: it may not exist, or not "
                 "have allow_direct enabled"
             ) from None

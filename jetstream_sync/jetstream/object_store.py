@@ -518,7 +518,7 @@ class ObjectStore:
                 return self._js.get_msg(self._stream, last_by_subject=subject, direct=self._direct)
             except errors.APIError:
                 raise
-            except errors.JetStreamError:
+            except (errors.JetStreamError, errors.NoRespondersError):
                 if not self._direct:
                     raise
                 # Nobody answered the direct get: the stream is gone, or does not allow

@@ -279,15 +279,14 @@ class JetStreamSubscription:
 
     def unsubscribe(self, limit: Optional[int] = None) -> None:
         """Stop; a consumer this subscription created is deleted (its error raised).
+        :class:`BadSubscriptionError` when it was unsubscribed or drained before.
 
         With ``limit`` (nats-py's auto-unsubscribe), the subscription ends after that many
         messages in all; a consumer it made stays until ``unsubscribe()`` or ``drain()``
         is called once more.
         """
-        if self._closed:
-            if limit is not None:
-                raise errors.BadSubscriptionError(f"{self._where}: the subscription has ended")
-            return
+        if self._closed:  # as a core subscription and nats-py: it ended before
+            raise errors.BadSubscriptionError(f"{self._where}: the subscription has ended")
         if limit is not None:
             self._sub.unsubscribe(limit)
             self._limited = True
@@ -302,7 +301,7 @@ class JetStreamSubscription:
         deleting the consumer goes to error_cb."""
         t = check_timeout(timeout, "drain timeout")
         if self._closed:
-            return
+            raise errors.BadSubscriptionError(f"{self._where}: the subscription has ended")
         self._closed = True
         try:
             self._sub.drain(t)
@@ -997,7 +996,7 @@ class OrderedPushSubscription(JetStreamSubscription):
                 "consumers changes inboxes; count the messages and unsubscribe()"
             )
         if self._closed:
-            return
+            raise errors.BadSubscriptionError(f"{self._where}: the subscription has ended")
         self._closed = True
         self._let_go()
         with self._reset_lock:  # a rebuild under way ends with its current attempt

@@ -130,6 +130,16 @@ def test_direct_get_single_and_batched(js: JetStream) -> None:
         js.delete_stream("DIRECT")
 
 
+def test_direct_get_of_a_missing_stream_is_no_responders(js: JetStream) -> None:
+    # As nats-py: the request's no-responders status, not a timeout; the text says why.
+    with pytest.raises(nats.NoRespondersError, match="may not exist, or not have allow_direct"):
+        js.get_msg("NO_SUCH_STREAM", seq=1, direct=True)
+    with pytest.raises(nats.NoRespondersError):
+        js.get_msg("NO_SUCH_STREAM", last_by_subject="x", direct=True)
+    with pytest.raises(nats.NotFoundError):
+        js.get_msg("NO_SUCH_STREAM", seq=1)
+
+
 # --- consumers ------------------------------------------------------------------------------
 
 

@@ -643,3 +643,22 @@ def test_a_pattern_subject_may_cover_the_configs_filter_subjects(
         sub.next_msg(timeout=0.2)
     with pytest.raises(nats.InvalidArgumentError, match="nor a pattern covering"):
         js.subscribe(subj(stream, "*.x"), "g", config=config)
+
+
+def test_unsubscribing_or_draining_an_ended_subscription_is_bad_subscription(
+    js: JetStream, stream: str
+) -> None:
+    # As a core subscription and nats-py.
+    first = js.subscribe(subj(stream, "*"), queue="q")
+    second = js.subscribe(subj(stream, "*"), queue="q")
+    first.unsubscribe()
+    second.drain()
+    for ended in (first, second):
+        with pytest.raises(nats.BadSubscriptionError, match="has ended"):
+            ended.unsubscribe()
+        with pytest.raises(nats.BadSubscriptionError, match="has ended"):
+            ended.drain()
+    ordered = js.subscribe(subj(stream, "*"), ordered_consumer=True)
+    ordered.unsubscribe()
+    with pytest.raises(nats.BadSubscriptionError, match="has ended"):
+        ordered.unsubscribe()
