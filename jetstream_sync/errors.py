@@ -212,7 +212,15 @@ class NATSError(Exception):
 
 
 class InvalidArgumentError(NATSError, ValueError):
-    """A public call was given an argument it cannot accept."""
+    """A public call was given an argument it cannot accept. ``description`` is nats-py's
+    wording where nats-py raises its js ``Error`` for the same refusal (its text is read
+    there), else the message."""
+
+    def __init__(self, *args: object, description: Optional[str] = None) -> None:
+        super().__init__(*args)
+        self.description = (
+            description if description is not None else (str(args[0]) if args else "")
+        )
 
 
 class BadSubjectError(InvalidArgumentError):

@@ -807,12 +807,14 @@ def _check_existing(
             )
         if info.push_bound:
             raise errors.InvalidArgumentError(
-                f"{where} is already bound to a subscription (duplicate subscription)"
+                f"{where} is already bound to a subscription (duplicate subscription)",
+                description="consumer is already bound to a subscription",
             )
     else:
         if not group:
             raise errors.InvalidArgumentError(
-                f"{where} has no deliver group: it cannot serve queue {queue!r}"
+                f"{where} has no deliver group: it cannot serve queue {queue!r}",
+                description=f"cannot create queue subscription '{queue}' to consumer '{info.name}'",
             )
         if group != queue:
             raise errors.InvalidArgumentError(

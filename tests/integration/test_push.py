@@ -662,3 +662,15 @@ def test_unsubscribing_or_draining_an_ended_subscription_is_bad_subscription(
     ordered.unsubscribe()
     with pytest.raises(nats.BadSubscriptionError, match="has ended"):
         ordered.unsubscribe()
+
+
+def test_binding_refusals_carry_natspy_description(js: JetStream, stream: str) -> None:
+    # nats-py raises its js Error there and code reads .description.
+    js.subscribe(subj(stream, "*"), durable="single", cb=lambda m: None)
+    with pytest.raises(nats.InvalidArgumentError, match="duplicate subscription") as err:
+        js.subscribe(subj(stream, "*"), durable="single")
+    assert err.value.description == "consumer is already bound to a subscription"
+    with pytest.raises(nats.InvalidArgumentError, match="no deliver group") as err:
+        js.subscribe(subj(stream, "*"), queue="foo", durable="single")
+    assert err.value.description == "cannot create queue subscription 'foo' to consumer 'single'"
+    assert nats.InvalidArgumentError("plain").description == "plain"

@@ -194,11 +194,6 @@ DIFFERENT: Dict[str, str] = {
         "live object under the new name blocks it); nats-py looks up the old name, always "
         "live there, so it refuses every rename with ObjectAlreadyExists"
     ),
-    "test_js.py::SubscribeTest::test_subscribe_push_bound": (
-        "binding to a consumer already bound (or without the queue's deliver group) raises "
-        "InvalidArgumentError whose message names consumer and stream; nats-py's js Error "
-        "keeps its text in .description, which the test reads"
-    ),
     "test_js.py::OrderedConsumerTest::test_flow_control": (
         "flow_control=True without idle_heartbeat is refused before any server call "
         "(InvalidArgumentError, ADR-15); nats-py lets the server refuse it (APIError "
