@@ -2,9 +2,10 @@
 
 The server is the session's ``nats_server``, with ``js`` and ``stream`` (jetstream_sync.testing);
 nats.js and our client both talk to it. Without node the tests are skipped. Without
-``tests/interop/node_modules`` the session makes it once, as ``.ci/run`` does: ``npm ci --prefix
-tests/interop`` installs the nats.js versions of the committed lock file; without npm, or if
-that install fails, the tests are skipped with the reason (a fresh clone never errors here).
+``tests/interop/node_modules`` the session makes it once (``.ci/run`` relies on this):
+``npm ci --prefix tests/interop`` installs the nats.js versions of the committed lock file;
+without npm, or if that install fails, the tests are skipped with the reason (a fresh clone
+never errors here).
 """
 
 from __future__ import annotations
