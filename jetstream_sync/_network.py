@@ -266,7 +266,9 @@ class Network:
         """Wake every thread blocked on ``conn``'s socket, then close it."""
         conn.broken = True
         conn.shutdown()
-        if conn.ep is not None or not conn.inline:
+        with conn.quiet_lock:  # ordered with the reader's check-then-register (_reader.py)
+            registered = conn.ep is not None
+        if registered or not conn.inline:
             # The network thread waits in (e)poll on this socket: let it see the shutdown
             # before the descriptor goes (and its number may be reused).
             conn.reader_left.wait(1.0)

@@ -80,6 +80,16 @@ class Reader:
             if hasattr(select, "epoll"):
                 poller = select.epoll()
                 with conn.quiet_lock:
+                    # kill_socket marks the conn broken, then looks at conn.ep under this
+                    # lock: registered first, it waits for us to leave before it closes the
+                    # descriptor; closed first, we must not register it (by then the number
+                    # may belong to another socket, whose poll would never see our end).
+                    if conn.broken:
+                        poller.close()
+                        conn.reader_left.set()
+                        return errors.ConnectionLostError(
+                            f"connection to {conn.server.url} was closed"
+                        )
                     poller.register(conn.sock.fileno(), conn.watch_mask())
                     conn.ep = poller
             else:

@@ -13,6 +13,7 @@ default ``localhost:4222``. A port already taken on this machine skips the test,
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import gc
 import os
@@ -403,6 +404,8 @@ def _on_the_main_thread(fn: Callable[..., Any], limit: float, *args: Any, **kw: 
     by SIGALRM after ``limit``; pytest-timeout's own alarm is put back afterwards."""
 
     def expire(signum: int, frame: Any) -> None:
+        # Every thread's stack, so a hang says where it hung (pytest shows captured stderr).
+        faulthandler.dump_traceback(all_threads=True)
         raise _TestTimeout(f"the test did not finish within {limit} s (nats-py's limit)")
 
     started = time.monotonic()
