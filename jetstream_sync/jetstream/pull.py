@@ -315,43 +315,14 @@ class PullSubscription:
         The timeout is :class:`~jetstream_sync.errors.FetchTimeoutError` (nats-py's name),
         a :class:`~jetstream_sync.TimeoutError`.
         """
-        if timeout is None:
-            msgs = self._fetch_forever(
-                batch, heartbeat, heartbeat_alarm, group, min_pending, min_ack_pending, priority
-            )
-        else:
-            msgs = self._fetch(
-                batch,
-                timeout,
-                heartbeat,
-                heartbeat_alarm,
-                group,
-                min_pending,
-                min_ack_pending,
-                priority,
-            )
-        self._delivered += len(msgs)
-        return msgs
-
-    def _fetch_forever(
-        self,
-        batch: int,
-        heartbeat: Optional[float],
-        heartbeat_alarm: float,
-        group: Optional[str],
-        min_pending: Optional[int],
-        min_ack_pending: Optional[int],
-        priority: Optional[int],
-    ) -> List[Msg]:
-        """``fetch(batch, None)``: pulls of FOREVER_SLICE seconds one after the other until
-        one brings something (nats-py sends one pull without expiry; a bounded one is not
-        lost to a reconnect or a leader change, and a later pull meets a new consumer
-        leader). Ends only with messages, an error, or the subscription or client closing."""
+        # timeout=None: pulls of FOREVER_SLICE seconds one after the other until one brings
+        # something (nats-py sends one pull without expiry; a bounded one is not lost to a
+        # reconnect or a leader change, and a later pull meets a new consumer leader).
         while True:
             try:
-                return self._fetch(
+                msgs = self._fetch(
                     batch,
-                    FOREVER_SLICE,
+                    FOREVER_SLICE if timeout is None else timeout,
                     heartbeat,
                     heartbeat_alarm,
                     group,
@@ -359,8 +330,12 @@ class PullSubscription:
                     min_ack_pending,
                     priority,
                 )
+                break
             except errors.FetchTimeoutError:
-                continue
+                if timeout is not None:
+                    raise
+        self._delivered += len(msgs)
+        return msgs
 
     def _fetch(
         self,
