@@ -323,3 +323,19 @@ def load(filename: str, module_name: str) -> Dict[str, Any]:
     }
     exec(code, namespace)
     return namespace
+
+
+def collect(filename: str, module_globals: Dict[str, Any]) -> None:
+    """Body of each ``test_natspy_*.py``: put the ported test classes of nats-py's
+    ``tests/<filename>`` into the calling module (or skip it, saying why)."""
+    import pytest
+
+    try:
+        source = (tests_dir() / filename).read_text()
+    except Unavailable as exc:
+        pytest.skip(f"nats-py's tests could not be had: {exc}", allow_module_level=True)
+    missing = [] if on_nats_py() else missing_modules(source)
+    if missing:
+        pytest.skip(f"jetstream_sync has no {', '.join(missing)} yet", allow_module_level=True)
+    ported = load(filename, module_globals["__name__"])
+    module_globals.update({k: v for k, v in ported.items() if not k.startswith("__")})
