@@ -1,4 +1,4 @@
-"""Key-Value between nats.js (@nats-io/kv 3.3.1) and jetstream_sync on one real server.
+"""Key-Value between nats.js (@nats-io/kv 3.4.0) and jetstream_sync on one real server.
 
 nats.js reads a bucket we wrote (values, revisions, markers, history, keys, status) and
 watches our changes; we read, list and watch what nats.js wrote; compare-and-set holds
