@@ -14,6 +14,7 @@ from ._version import __version__
 from .client import DEFAULT_URL, Client, connect
 from .errors import (
     APIError,
+    ApiLevelError,
     AuthorizationError,
     BadObjectMetaError,
     BadPullRequestError,
@@ -142,6 +143,7 @@ __all__ = [
     "AccountInfo",
     "AckPolicy",
     "AdvisoryWatcher",
+    "ApiLevelError",
     "AuthorizationError",
     "BadObjectMetaError",
     "BadPullRequestError",

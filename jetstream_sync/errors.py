@@ -87,6 +87,8 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── MessageTooLargeError              10054
             │   ├── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
             │   └── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
+            ├── ApiLevelError                         10185 (412): the server's JetStream API
+            │                                         level is below what the feature needs
             ├── JetStreamServerError (also ServerError)   any 500
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
@@ -120,6 +122,7 @@ from typing import Any, Optional
 
 __all__ = [
     "APIError",
+    "ApiLevelError",
     "AuthorizationError",
     "BadHeaderError",
     "BadObjectMetaError",
@@ -615,6 +618,12 @@ class PriorityGroupError(BadRequestError):
     (ADR-42) — e.g. unpinning a group the consumer does not have."""
 
 
+class ApiLevelError(APIError):
+    """10185 (412): the feature needs a newer JetStream API level (ADR-44) than the server
+    has. Raised by the server for a request carrying ``Nats-Required-Api-Level``, and by the
+    client before sending anything when the level it read from the server is too low."""
+
+
 class ServiceUnavailableError(APIError):
     """A 503 from the API: the cluster has no leader or is busy; worth retrying."""
 
@@ -633,6 +642,7 @@ _API_ERRORS = {
     10037: NoMessageFoundError,
     10054: MessageTooLargeError,
     10003: BadRequestError,
+    10185: ApiLevelError,
     **dict.fromkeys((10159, 10160, 10161, 10162, 10178, 10196, 10197), PriorityGroupError),
 }
 

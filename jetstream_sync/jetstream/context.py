@@ -21,6 +21,7 @@ from ..errors import api_call_words
 from ..msg import Msg
 from ._response import parse_api_response
 from .advisories import AdvisoryWatching
+from .api_level import ApiLevels
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
 from .kv import KeyValueFactory
@@ -108,6 +109,13 @@ class JetStream(
         self._retry_wait = check_timeout(publish_retry_wait, "publish_retry_wait")
         self._async_lock = threading.Lock()
         self._async: Optional[AsyncPublisher] = None
+        self._levels = ApiLevels(nc, self._api)
+
+    def api_level(self) -> int:
+        """The JetStream API level of the server this client is connected to (ADR-44: 0
+        before nats-server 2.11, 1 for 2.11, 2 for 2.12, 4 for 2.14, ...), asked once per
+        server. Features that need a level check it and raise :class:`ApiLevelError`."""
+        return self._levels.level()
 
     @staticmethod
     def is_status_msg(msg: Optional[Msg]) -> Optional[str]:
