@@ -330,3 +330,29 @@ __all__ += [
     "ServerNotInPoolError",
     "UnexpectedEOF",
 ]
+
+# Fast-ingest batches (ADR-50, issue 29)
+from .errors import (  # noqa: E402
+    BatchPublishDisabledError,
+    BatchPublishInvalidBatchIdError,
+    BatchPublishInvalidPatternError,
+    BatchPublishTooManyInflightError,
+    BatchPublishUnknownBatchIdError,
+    FastIngestError,
+    FastIngestGapError,
+    FastIngestMessageError,
+)
+from .jetstream.fast_ingest import FastPubAck, FastPublisher  # noqa: E402
+
+__all__ += [
+    "BatchPublishDisabledError",
+    "BatchPublishInvalidBatchIdError",
+    "BatchPublishInvalidPatternError",
+    "BatchPublishTooManyInflightError",
+    "BatchPublishUnknownBatchIdError",
+    "FastIngestError",
+    "FastIngestGapError",
+    "FastIngestMessageError",
+    "FastPubAck",
+    "FastPublisher",
+]

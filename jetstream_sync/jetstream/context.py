@@ -24,6 +24,7 @@ from .advisories import AdvisoryWatching
 from .api_level import ApiLevels
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
+from .fast_ingest import FastIngest
 from .kv import KeyValueFactory
 from .manager import JetStreamManager
 from .object_store import ObjectStoreFactory
@@ -49,6 +50,7 @@ DEFAULT_API_PREFIX = "$JS.API"
 class JetStream(
     JetStreamManager,
     Publisher,
+    FastIngest,
     PullSubscriber,
     PushSubscriber,
     ConsumerFactory,

@@ -1,0 +1,732 @@
+"""Fast-ingest batch publishing (ADR-50, nats-server 2.14+): ``js.fast_publisher()``.
+
+A fast-ingest batch moves messages into a stream (one with ``allow_batched``) without an ack
+per message. Every message carries a reply subject that tells the server what it is::
+
+    <inbox>.<flow>.<gap>.<batch seq>.<operation>.$FI
+
+``<inbox>`` is an inbox of the batch's own (``_INBOX.<id>``; its last token is the batch
+id), ``<flow>`` the most messages per ack the client allows, ``<gap>`` ``fail`` or ``ok``,
+then the message's sequence in the batch and the operation: 0 start, 1 append, 2 commit with
+this message stored, 3 commit without it (end of batch, EOB), 4 ping. The server answers on
+that subject, so one wildcard subscription (``<inbox>.>``, a subscription of its own, not
+the request mux: dropping it stops the server's answers at once) hears everything:
+
+* ``{"type":"ack","seq":N,"msgs":M}`` (BatchFlowAck): messages up to N are stored (with gap
+  "ok": some of them are), and from now on an ack comes every M messages. The first message
+  gets one with N = 0 and the flow the server grants. Acks are cumulative: the ack for 300
+  covers a lost one for 200.
+* ``{"type":"gap","last_seq":L,"seq":N}`` (BatchFlowGap): messages L..N-1 never arrived.
+* ``{"type":"err","seq":N,"error":{...}}`` (BatchFlowErr): message N was refused (an
+  expectation such as ``expected_last_seq`` failed).
+* a PubAck with ``batch`` and ``count``: the batch has ended (the commit, or a stop).
+
+The publisher sends while fewer than ``flow x max_outstanding_acks`` messages are unacked,
+then waits for the next ack (a Condition the reading thread's hook notifies). With gap
+"fail" a gap or a refused message ends the batch: the server stores nothing after it and
+sends its final PubAck, and ``add``/``commit`` raise the gap or refusal with that PubAck
+attached. With gap "ok" both are only reported (``error_cb`` and ``pub.errors``) and the
+batch goes on. Fast ingest is not atomic: what the server stored stays stored, whatever
+happens to the batch afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Union
+
+from .. import errors
+from .._seam import raw_headers
+from .._timeouts import SIGNAL_SLICE, Deadline, check_timeout
+from ..msg import HeadersLike, Msg
+from . import api, api_level
+from .publish import nats_py_names, publish_headers
+
+if TYPE_CHECKING:  # pragma: no cover
+    from types import TracebackType
+
+    from .._seam import Core
+    from ..client import Client
+
+__all__ = [
+    "FastIngest",
+    "FastPubAck",
+    "FastPublisher",
+    "FlowAck",
+    "FlowErr",
+    "FlowGap",
+    "parse_reply",
+    "reply_head",
+    "reply_subject",
+]
+
+OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
+SUFFIX = ".$FI"
+GAP_MODES = ("fail", "ok")
+MAX_FLOW = 65535  # the server keeps the flow in 16 bits (and clamps larger ones)
+# ADR-50: 1 acts like a windowed publish_async, 2 keeps the server busy while an ack is on
+# its way (the usual best), 3 suits long round trips; more only queues more in the server.
+MAX_OUTSTANDING_ACKS = 3
+DEFAULT_FLOW = 100
+DEFAULT_MAX_OUTSTANDING_ACKS = 2
+# How long a waiting publisher leaves the reading to another thread before it looks again.
+_HANDOFF = 0.005
+
+
+def reply_head(inbox: str, flow: int, gap: str) -> str:
+    """``<inbox>.<flow>.<gap>.``: what every reply subject of a batch starts with."""
+    return f"{inbox}.{flow}.{gap}."
+
+
+def reply_subject(head: str, seq: int, op: int) -> str:
+    """The reply subject of batch sequence ``seq`` with operation ``op``."""
+    return f"{head}{seq}.{op}{SUFFIX}"
+
+
+class FastPubAck(NamedTuple):
+    """What ``FastPublisher.add`` returns."""
+
+    batch_seq: int  # this message's sequence in the batch (1 for the first)
+    # The highest batch sequence the server has acked: with gap "fail" every message up to
+    # it is stored (their data may be let go); with gap "ok" some may be missing.
+    ack_seq: int
+
+
+class FlowAck(NamedTuple):
+    """BatchFlowAck: messages up to ``seq`` are stored; an ack comes every ``msgs``."""
+
+    seq: int
+    msgs: int
+
+
+class FlowGap(NamedTuple):
+    """BatchFlowGap: messages ``last_seq`` .. ``seq - 1`` never reached the server."""
+
+    last_seq: int
+    seq: int
+
+
+class FlowErr(NamedTuple):
+    """BatchFlowErr: the server refused message ``seq`` with ``error``."""
+
+    seq: int
+    error: errors.APIError
+
+
+Reply = Union[FlowAck, FlowGap, FlowErr, api.PubAck, errors.APIError]
+
+_ACK_HEAD = b'{"type":"ack","seq":'  # how nats-server writes every BatchFlowAck
+_ACK_MSGS = b',"msgs":'
+
+# What to do about the server's refusals of a batch as a whole, added to its words.
+_HINTS = {
+    10205: "stream {stream!r} does not take fast-ingest batches: set allow_batched=True on it",
+    10206: "the server could not read the batch's reply subject",
+    10207: "the batch id (the last token of the batch's inbox) is over 64 characters",
+    10208: "the server no longer knows this batch: it ended, or it was abandoned after 10 s "
+    "without a message",
+    10211: "too many fast-ingest batches are open on this stream or server; retry when some end",
+}
+
+
+def parse_reply(data: bytes) -> Reply:
+    """What the server sent on a batch's reply subject: a flow message (FlowAck, FlowGap,
+    FlowErr), the final PubAck, or the APIError of a refusal (returned, not raised).
+    JetStreamError for anything else."""
+    if data.startswith(_ACK_HEAD) and data.endswith(b"}"):  # the usual one, without json
+        seq, sep, msgs = data[len(_ACK_HEAD) : -1].partition(_ACK_MSGS)
+        if sep and seq.isdigit() and msgs.isdigit():
+            return FlowAck(int(seq), int(msgs))
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        obj = None
+    if not isinstance(obj, dict):
+        raise errors.JetStreamError(f"fast-ingest batch: a reply that is not JSON: {data[:80]!r}")
+    kind = obj.get("type")
+    if kind == "ack":
+        return FlowAck(_count(obj, "seq", data), _count(obj, "msgs", data))
+    if kind == "gap":
+        return FlowGap(_count(obj, "last_seq", data), _count(obj, "seq", data))
+    if kind == "err":
+        return FlowErr(_count(obj, "seq", data), _refusal(obj.get("error"), "", data))
+    if kind is not None:
+        raise errors.JetStreamError(f"fast-ingest batch: a reply of unknown type {kind!r}")
+    if obj.get("error") is not None:
+        stream = obj.get("stream")
+        return _refusal(obj["error"], stream if isinstance(stream, str) else "", data)
+    if not isinstance(obj.get("stream"), str):
+        raise errors.JetStreamError(f"fast-ingest batch: a reply that is no PubAck: {data[:80]!r}")
+    return api.PubAck.from_dict(obj)
+
+
+def _count(obj: Any, key: str, data: bytes) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise errors.JetStreamError(f"fast-ingest batch: no {key!r} in the reply {data[:80]!r}")
+    return value
+
+
+def _refusal(err: Any, stream: str, data: bytes) -> errors.APIError:
+    """The mapped APIError of an error object, with what to do about it where we know."""
+    if not isinstance(err, dict):
+        raise errors.JetStreamError(f"fast-ingest batch: a malformed error in {data[:80]!r}")
+    code, err_code = err.get("code"), err.get("err_code")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else 0
+    err_code = err_code if isinstance(err_code, int) and not isinstance(err_code, bool) else 0
+    description = str(err.get("description", ""))
+    hint = _HINTS.get(err_code)
+    if hint:
+        description = f"{description}: {hint.format(stream=stream)}"
+    return errors.api_error(code, err_code, description)
+
+
+def check_flow(flow: Any) -> int:
+    if isinstance(flow, bool) or not isinstance(flow, int) or not 1 <= flow <= MAX_FLOW:
+        raise errors.InvalidArgumentError(
+            f"flow (the most messages per ack) must be an int from 1 to {MAX_FLOW}, got {flow!r}"
+        )
+    return flow
+
+
+def check_max_outstanding(value: Any) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_OUTSTANDING_ACKS
+    ):
+        raise errors.InvalidArgumentError(
+            f"max_outstanding_acks must be 1, 2 or 3 (ADR-50: each ack stands for up to "
+            f"flow messages; 2 is the usual best), got {value!r}"
+        )
+    return value
+
+
+class FastPublisher:
+    """One fast-ingest batch into a stream with ``allow_batched`` (``js.fast_publisher()``).
+
+    Not thread-safe: one thread adds and commits. Use it as a context manager::
+
+        with js.fast_publisher() as pub:
+            for x in rows:
+                pub.add("events.x", x)
+            ack = pub.commit()  # EOB; or commit(subject, data) to store a last message
+
+    Leaving the block normally without ``commit()`` commits (EOB) and keeps the PubAck in
+    ``pub.ack``. Leaving it by an exception commits nothing and sends nothing more: the
+    messages the server stored stay stored (fast ingest is not atomic), and the server
+    drops the open batch after 10 s without a message.
+    """
+
+    def __init__(
+        self,
+        nc: Client,
+        core: Core,
+        flow: int,
+        max_outstanding_acks: int,
+        gap: str,
+        ack_timeout: float,
+        error_cb: Optional[Callable[[errors.NATSError], None]],
+    ) -> None:
+        self._core = core
+        self._publish = core.queue_own_reply
+        inbox = nc.new_inbox()
+        self.batch_id = inbox.rsplit(".", 1)[-1]
+        self._head = reply_head(inbox, flow, gap)
+        self._gap_ok = gap == "ok"
+        self._max_outstanding = max_outstanding_acks
+        self._ack_timeout = ack_timeout
+        self._error_cb = error_cb
+        self._seq = 0  # the highest batch sequence sent (an EOB commit takes none)
+        self._acked = 0  # the highest batch sequence acked (cumulative)
+        self._limit = 0  # add() waits for an ack once its sequence reaches this
+        self._flow = flow  # messages per ack: the server's say once it answered
+        self._subject = ""  # the first message's subject: pings and an EOB commit go there
+        self._started = False  # the server has answered the first message
+        self._committing = False
+        # Why no more messages may go (a stop with gap "fail", a refusal, a timeout, the
+        # client's close, the with block's exception), and whether more replies matter.
+        self._stop: Optional[errors.NATSError] = None
+        self._ended = False
+        self._final: Optional[Union[api.PubAck, errors.APIError]] = None
+        self._released = False
+        self.ack: Optional[api.PubAck] = None  # the commit's PubAck
+        self.errors: List[errors.FastIngestError] = []  # gaps and refusals, as reported
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting = False  # the publisher waits on _cond: the hook must notify
+        self._sub = core.subscribe(
+            inbox + ".>", None, None, None, 1 << 30, 1 << 40, hook=self._on_reply
+        )
+        core.add_close_hook(self._on_client_closed)
+
+    # --- the public side ----------------------------------------------------------------
+
+    def add(
+        self,
+        subject: str,
+        data: bytes = b"",
+        headers: Optional[HeadersLike] = None,
+        *,
+        msg_id: Optional[str] = None,
+        expected_stream: Optional[str] = None,
+        expected_last_seq: Optional[int] = None,
+        expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq: Optional[int] = None,
+        msg_ttl: Optional[Union[float, str]] = None,
+    ) -> FastPubAck:
+        """Send one message of the batch. The first waits for the server's answer (the flow
+        it grants, or its refusal); later ones return at once unless ``flow x
+        max_outstanding_acks`` messages are unacked, then wait up to ``ack_timeout`` for an
+        ack. The keywords are ``js.publish``'s expectations (checked by the server per
+        message: a failure is a FlowErr, see the class)."""
+        if self._stop is not None:
+            self._raise_stop()
+        if (
+            msg_id is not None
+            or expected_stream is not None
+            or expected_last_seq is not None
+            or expected_last_msg_id is not None
+            or expected_last_subject_seq is not None
+            or msg_ttl is not None
+        ):
+            headers = _with_expectations(
+                headers,
+                msg_id,
+                expected_stream,
+                expected_last_seq,
+                expected_last_msg_id,
+                expected_last_subject_seq,
+                msg_ttl,
+            )
+        seq = self._seq + 1
+        if seq < self._limit:  # room in the window: queued, the flusher writes it
+            self._publish(subject, data, self._head + str(seq) + ".1.$FI", headers)
+            self._seq = seq
+            return FastPubAck(seq, self._acked)
+        if seq == 1:
+            return self._start(subject, data, headers)
+        # The window is full with this one: write it and everything queued now, from this
+        # thread (no flusher wake-up while the server waits for them), then wait.
+        self._core.send_request(subject, data, self._head + str(seq) + ".1.$FI", headers)
+        self._seq = seq
+        self._wait_for_room(seq)
+        return FastPubAck(seq, self._acked)
+
+    def commit(
+        self,
+        subject: Optional[str] = None,
+        data: bytes = b"",
+        headers: Optional[HeadersLike] = None,
+        *,
+        msg_id: Optional[str] = None,
+        expected_stream: Optional[str] = None,
+        expected_last_seq: Optional[int] = None,
+        expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq: Optional[int] = None,
+        msg_ttl: Optional[Union[float, str]] = None,
+    ) -> api.PubAck:
+        """End the batch and wait up to ``ack_timeout`` for its PubAck (``batch_id``,
+        ``batch_size``: the last batch sequence the server took, gaps included). With a
+        ``subject`` the final message is stored; without one (EOB) nothing more is."""
+        if self._stop is not None:
+            self._raise_stop()
+        if self._committing:
+            raise errors.InvalidArgumentError(
+                f"fast-ingest batch {self.batch_id}: commit() is already under way"
+            )
+        expectations = (
+            msg_id,
+            expected_stream,
+            expected_last_seq,
+            expected_last_msg_id,
+            expected_last_subject_seq,
+            msg_ttl,
+        )
+        seq = self._seq + 1
+        if subject is None:
+            if data or headers is not None or any(x is not None for x in expectations):
+                raise errors.InvalidArgumentError(
+                    "commit() without a subject ends the batch without a message (EOB): give "
+                    "a subject to store data, headers or expectations with the commit"
+                )
+            if seq == 1:
+                raise errors.InvalidArgumentError(
+                    "nothing to commit: the batch is empty (add a message first, or commit "
+                    "with a subject to store one)"
+                )
+            subject, op = self._subject, OP_COMMIT_EOB
+        else:
+            if any(x is not None for x in expectations):
+                headers = _with_expectations(headers, *expectations)
+            op = OP_COMMIT
+        # Committing before the send: the PubAck may come before send_request returns.
+        self._committing = True
+        try:
+            self._core.send_request(subject, data, reply_subject(self._head, seq, op), headers)
+        except BaseException:
+            self._committing = False
+            raise
+        if op == OP_COMMIT:
+            self._seq = seq
+            if seq == 1:
+                self._subject = subject
+        deadline = Deadline(self._ack_timeout)
+        self._wait(lambda: self._ended, deadline, ping=seq > 1)
+        final = self._final
+        if self._stop is not None:
+            self._raise_stop(deadline)
+        if final is None:
+            self._halt(
+                errors.TimeoutError(
+                    f"fast-ingest batch {self.batch_id}: no PubAck for its commit (batch "
+                    f"sequence {seq}) within {self._ack_timeout} s; acked up to {self._acked}"
+                )
+            )
+            self._raise_stop()
+        self._release()
+        assert isinstance(final, api.PubAck)  # an APIError is a stop (_on_final)
+        self.ack = final
+        self._stop = errors.InvalidArgumentError(
+            f"fast-ingest batch {self.batch_id} is committed: start another with "
+            "js.fast_publisher()"
+        )
+        return final
+
+    def close(self) -> None:
+        """Stop without committing (nothing if committed): no more messages, the inbox
+        let go. What the server stored stays stored; it drops the open batch after 10 s."""
+        if not self._ended:
+            self._halt(
+                errors.FastIngestError(
+                    f"fast-ingest batch {self.batch_id} was closed without a commit",
+                    self.batch_id,
+                    self._seq,
+                )
+            )
+        self._release()
+
+    @property
+    def batch_seq(self) -> int:
+        """The highest batch sequence sent."""
+        return self._seq
+
+    @property
+    def ack_seq(self) -> int:
+        """The highest batch sequence the server has acked."""
+        return self._acked
+
+    @property
+    def flow(self) -> int:
+        """Messages per ack as the server asks now (at most the ``flow`` asked for: the
+        server lowers it when other fast publishers share the stream, and raises it back)."""
+        return self._flow
+
+    def __enter__(self) -> FastPublisher:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if exc_type is None and self._seq and self._stop is None and not self._committing:
+            self.commit()
+        else:
+            self.close()
+
+    # --- waiting ------------------------------------------------------------------------
+
+    def _start(self, subject: str, data: bytes, headers: Optional[HeadersLike]) -> FastPubAck:
+        """The first message, written at once; then the server's answer is awaited (ADR-50:
+        the flow it grants, so that a busy server is not flooded, or its refusal)."""
+        self._core.send_request(subject, data, self._head + "1.0.$FI", headers)
+        self._seq = 1
+        self._subject = subject
+        deadline = Deadline(self._ack_timeout)
+        self._wait(lambda: self._started or self._stop is not None, deadline, ping=False)
+        if self._stop is not None:
+            self._raise_stop(deadline)
+        if not self._started:
+            self._halt(
+                errors.TimeoutError(
+                    f"fast-ingest batch {self.batch_id}: no answer to its first message (to "
+                    f"{subject!r}) within {self._ack_timeout} s"
+                )
+            )
+            self._raise_stop()
+        return FastPubAck(1, self._acked)
+
+    def _wait_for_room(self, seq: int) -> None:
+        deadline = Deadline(self._ack_timeout)
+        self._wait(lambda: seq < self._limit or self._stop is not None, deadline, ping=True)
+        if self._stop is not None:
+            self._raise_stop(deadline)
+        if seq >= self._limit:
+            self._halt(
+                errors.TimeoutError(
+                    f"fast-ingest batch {self.batch_id}: no ack within {self._ack_timeout} s "
+                    f"with {seq - self._acked} messages unacked (batch sequence {seq}, acked "
+                    f"up to {self._acked})"
+                )
+            )
+            self._raise_stop()
+
+    def _wait(self, ready: Callable[[], bool], deadline: Deadline, ping: bool) -> None:
+        """Wait until ``ready()``, the batch's end or the deadline.
+
+        This thread reads the answers itself while no other thread reads (``read_here``:
+        the hook runs here, no thread wakes up on the way), with the network thread kept
+        out of it meanwhile (``quiet_begin``). If another thread holds the socket, it routes
+        to the hook, which notifies the Condition this thread waits on: for a short slice
+        only, because that thread may stop reading before our answer comes. With ``ping``, a
+        ping every third of ack_timeout asks the server to send its last flow ack again
+        (one may have been lost) and to report any gap."""
+        core = self._core
+        interval = self._ack_timeout / 3
+        next_ping = deadline.remaining() - interval
+
+        def done() -> bool:
+            return ready() or self._ended
+
+        quiet = core.quiet_begin()
+        try:
+            while not done():
+                left = deadline.remaining()
+                if left <= 0:
+                    return
+                if ping and left <= next_ping:
+                    self._ping()
+                    next_ping = left - interval
+                until = min(left - next_ping if ping else left, SIGNAL_SLICE)
+                if core.read_here(until, done) is None:
+                    with self._cond:
+                        self._waiting = True
+                        try:
+                            if not done():
+                                self._cond.wait(min(until, _HANDOFF))
+                        finally:
+                            self._waiting = False
+        finally:
+            core.quiet_end(quiet)
+
+    def _ping(self) -> None:
+        """Batch sequence = the highest sent, so that a lost ping is no gap (ADR-50)."""
+        try:
+            reply = reply_subject(self._head, self._seq, OP_PING)
+            self._core.send_request(self._subject, b"", reply, None)
+        except errors.NATSError:
+            pass  # disconnected with a full buffer, closing: the wait's deadline decides
+
+    # --- the reading thread -------------------------------------------------------------
+
+    def _on_reply(self, msg: Msg) -> bool:
+        """Reading thread: one answer on the batch's inbox. A flow ack (every flow-th
+        message) moves the window; never user code (error_cb goes to the callback thread)."""
+        if self._ended:
+            return True  # after the end: the server's refusals of stragglers, stale pings
+        try:
+            if raw_headers(msg) is not None and msg.status is not None:
+                self._on_status(msg)
+                reply: Optional[Reply] = None
+            else:
+                reply = parse_reply(msg.data)
+        except errors.JetStreamError as exc:
+            self._report(exc)
+            return True
+        if isinstance(reply, FlowAck):
+            seq, msgs = reply
+            if seq > self._acked:
+                self._acked = seq
+            self._flow = msgs = max(msgs, 1)
+            self._limit = self._acked + msgs * self._max_outstanding
+            self._started = True
+        elif isinstance(reply, FlowGap):
+            last_seq, seq = reply
+            lost = (
+                f"message {last_seq}" if seq == last_seq + 1 else f"messages {last_seq}..{seq - 1}"
+            )
+            self._on_trouble(
+                errors.FastIngestGapError(
+                    f"fast-ingest batch {self.batch_id}: {lost} never reached the server (it "
+                    f"saw batch sequence {seq} next){self._stopping()}",
+                    self.batch_id,
+                    last_seq,
+                    seq,
+                )
+            )
+        elif isinstance(reply, FlowErr):
+            seq, error = reply
+            self._on_trouble(
+                errors.FastIngestMessageError(
+                    f"fast-ingest batch {self.batch_id}: the server refused message {seq}: "
+                    f"{error}{self._stopping()}",
+                    self.batch_id,
+                    seq,
+                    error,
+                )
+            )
+        elif reply is not None:
+            self._on_final(reply, msg.subject)
+        if self._waiting:
+            with self._cond:
+                self._cond.notify_all()
+        return True
+
+    def _stopping(self) -> str:
+        return "" if self._gap_ok else '; with gap="fail" the batch stops here'
+
+    def _on_trouble(self, err: errors.FastIngestError) -> None:
+        """A gap or a refused message: reported; with gap "fail" it also stops the batch
+        (the server sends its final PubAck next, which add/commit wait for)."""
+        self._report(err)
+        if not self._gap_ok and self._stop is None:
+            self._stop = err
+
+    def _on_final(self, reply: Union[api.PubAck, errors.APIError], subject: str) -> None:
+        self._final = reply
+        stop = self._stop
+        if isinstance(reply, errors.APIError):
+            if stop is None:
+                # The refused message's sequence is in the subject the answer came on.
+                seq = subject[len(self._head) :].split(".", 1)[0]
+                self._stop = errors.api_error(
+                    reply.code,
+                    reply.err_code,
+                    f"{reply.description} (fast-ingest batch {self.batch_id}, message {seq})",
+                )
+        elif isinstance(stop, errors.FastIngestError):
+            stop.pub_ack = reply  # what the server kept of a batch that stopped
+        elif stop is None and not self._committing:
+            err = errors.FastIngestError(
+                f"fast-ingest batch {self.batch_id}: the server ended the batch before the "
+                f"commit, keeping {reply.batch_size} messages",
+                self.batch_id,
+                self._seq,
+            )
+            err.pub_ack = reply
+            self._stop = err
+        self._ended = True
+
+    def _on_status(self, msg: Msg) -> None:
+        if msg.status == 503:
+            self._halt(
+                errors.NoStreamResponseError(
+                    f"fast-ingest batch {self.batch_id}: no stream answered its message to "
+                    f"{self._subject!r}: no stream captures this subject"
+                ),
+                notify=False,
+            )
+        else:
+            raise errors.JetStreamError(
+                f"fast-ingest batch {self.batch_id}: an unexpected status {msg.status} on its inbox"
+            )
+
+    def _report(self, err: errors.NATSError) -> None:
+        if isinstance(err, errors.FastIngestError):
+            self.errors.append(err)
+        if self._error_cb is not None:
+            self._core.callback(self._error_cb, err)
+        else:
+            self._core.report(err)
+
+    # --- ending -------------------------------------------------------------------------
+
+    def _halt(self, err: errors.NATSError, notify: bool = True) -> None:
+        """Stop on our side: nothing more goes, nothing more that comes matters."""
+        if self._stop is None:
+            self._stop = err
+        self._ended = True
+        if notify and self._waiting:
+            with self._cond:
+                self._cond.notify_all()
+
+    def _raise_stop(self, deadline: Optional[Deadline] = None) -> None:
+        """Raise why the batch stopped, once the server's final PubAck has come (it tells
+        what was kept) or ``deadline`` (default: one ack_timeout) has passed."""
+        stop = self._stop
+        assert stop is not None
+        if not self._ended:
+            self._wait(lambda: False, deadline or Deadline(self._ack_timeout), ping=False)
+        self._release()
+        raise stop
+
+    def _release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self._ended = True
+        self._core.remove_close_hook(self._on_client_closed)
+        try:
+            self._core.unsubscribe(self._sub)
+        except errors.NATSError:
+            pass  # the client closed: the subscription went with it
+
+    def _on_client_closed(self) -> None:
+        self._halt(errors.ConnectionClosedError("the client closed during a fast-ingest batch"))
+
+
+def _with_expectations(
+    headers: Optional[HeadersLike],
+    msg_id: Optional[str],
+    expected_stream: Optional[str],
+    expected_last_seq: Optional[int],
+    expected_last_msg_id: Optional[str],
+    expected_last_subject_seq: Optional[int],
+    msg_ttl: Optional[Union[float, str]],
+) -> Optional[HeadersLike]:
+    if msg_ttl is not None:
+        _, _, headers = nats_py_names(b"", None, None, None, headers, msg_ttl)
+    return publish_headers(
+        headers,
+        msg_id,
+        expected_stream,
+        expected_last_seq,
+        expected_last_msg_id,
+        expected_last_subject_seq,
+    )
+
+
+class FastIngest:
+    """The fast-ingest mixin of JetStream."""
+
+    _nc: Client
+    _core: Core
+    _timeout: float
+    _levels: api_level.ApiLevels
+
+    def fast_publisher(
+        self,
+        flow: int = DEFAULT_FLOW,
+        max_outstanding_acks: int = DEFAULT_MAX_OUTSTANDING_ACKS,
+        gap: str = "fail",
+        ack_timeout: Optional[float] = None,
+        error_cb: Optional[Callable[[errors.NATSError], None]] = None,
+    ) -> FastPublisher:
+        """A fast-ingest batch (ADR-50; nats-server 2.14+, a stream with
+        ``allow_batched=True``): messages go without an ack each, the server acks every
+        ``flow`` messages at most (it may ask for acks more often), and the publisher waits
+        once ``max_outstanding_acks`` (1-3) acks are due. ``gap="fail"``: a message the
+        server missed or refused stops the batch (``FastIngestGapError`` /
+        ``FastIngestMessageError``, the messages before it kept); ``gap="ok"``: they are
+        reported and the batch goes on. ``ack_timeout`` (default: the context's timeout)
+        bounds every wait for the server. ``error_cb(err)`` (default: the client's
+        error_cb) hears every gap and refused message, on the client's callback thread.
+        Raises ApiLevelError on a server before 2.14. Not thread-safe."""
+        check_flow(flow)
+        check_max_outstanding(max_outstanding_acks)
+        if gap not in GAP_MODES:
+            raise errors.InvalidArgumentError(
+                f'gap must be "fail" (a lost or refused message stops the batch) or "ok" '
+                f"(reported, the batch goes on), got {gap!r}"
+            )
+        t = self._timeout if ack_timeout is None else check_timeout(ack_timeout, "ack_timeout")
+        if t <= 0:
+            raise errors.BadTimeoutError(f"ack_timeout must be > 0 seconds, got {ack_timeout!r}")
+        if error_cb is not None and not callable(error_cb):
+            raise errors.InvalidCallbackTypeError(
+                f"error_cb must be callable, got {type(error_cb).__name__}"
+            )
+        self._levels.require(api_level.FAST_INGEST)
+        return FastPublisher(self._nc, self._core, flow, max_outstanding_acks, gap, t, error_cb)
