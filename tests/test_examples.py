@@ -84,6 +84,13 @@ EXPECTED = {
         "link      -> hello, objects",
         "ObjectNotFoundError: object 'news.txt' in bucket 'ASSETS' is deleted",
     ],
+    "fast_ingest.py": [
+        "50001 messages, last at seq 50001",
+        "refused message 2: wrong last sequence",
+        "kept 1",
+        "gap ok: batch of 2, refused: [1]",
+        "set allow_batched=True",
+    ],
     "kv.py": [
         "the second writer lost: db.port is 6432",
         "history   -> ['db-1.internal', 'DEL', 'db-2.internal']",

@@ -624,11 +624,13 @@ class FastPublisher:
             )
 
     def _report(self, err: errors.NATSError) -> None:
+        """To error_cb; without one, to the client's error_cb unless add/commit will raise
+        it (a stop with gap "fail")."""
         if isinstance(err, errors.FastIngestError):
             self.errors.append(err)
         if self._error_cb is not None:
             self._core.callback(self._error_cb, err)
-        else:
+        elif self._gap_ok or not isinstance(err, errors.FastIngestError):
             self._core.report(err)
 
     # --- ending -------------------------------------------------------------------------

@@ -292,3 +292,23 @@ def test_a_server_below_api_level_4_is_refused_before_sending(js: JetStream) -> 
     js._levels._known = (server, 2)
     with pytest.raises(nats.ApiLevelError, match="fast-ingest"):
         js.fast_publisher()
+
+
+def test_without_error_cb_the_clients_hears_what_is_not_raised(
+    ejs: JetStream, errs: Errors, batched: str
+) -> None:
+    """gap "ok": a refused message goes to the client's error_cb; gap "fail": it is raised
+    by add/commit instead, not reported twice."""
+    subject = f"{batched.lower()}.a"
+    with ejs.fast_publisher(gap="ok") as pub:
+        pub.add(subject, b"1", expected_last_seq=7)
+    wait_until(lambda: errs.kinds() == [nats.FastIngestMessageError], what="error_cb")
+    pub = ejs.fast_publisher()
+    pub.add(subject, b"1")
+    pub.add(subject, b"2", expected_last_seq=7)
+    with pytest.raises(nats.FastIngestMessageError):
+        pub.commit()
+    behind = threading.Event()
+    ejs._core.callback(behind.set)  # runs after every callback queued before it
+    assert behind.wait(5)
+    assert errs.kinds() == [nats.FastIngestMessageError]  # still only the first
