@@ -93,6 +93,10 @@ class FastPubAck(NamedTuple):
     ack_seq: int
 
 
+# FastPubAck(a, b) without its Python-level __new__: one per message.
+_new_ack = tuple.__new__
+
+
 class FlowAck(NamedTuple):
     """BatchFlowAck: messages up to ``seq`` are stored; an ack comes every ``msgs``."""
 
@@ -301,9 +305,9 @@ class FastPublisher:
             )
         seq = self._seq + 1
         if seq < self._limit:  # room in the window: queued, the flusher writes it
-            self._publish(subject, data, self._head + str(seq) + ".1.$FI", headers)
+            self._publish(subject, data, f"{self._head}{seq}.1.$FI", headers)
             self._seq = seq
-            return FastPubAck(seq, self._acked)
+            return _new_ack(FastPubAck, (seq, self._acked))
         if seq == 1:
             return self._start(subject, data, headers)
         # The window is full with this one: write it and everything queued now, from this
