@@ -51,8 +51,10 @@ SCRIPT = os.path.abspath(__file__)
 
 MSG_SIZE = 128
 PAYLOAD = b"x" * MSG_SIZE
-FLOW = 100  # the fast publisher's default: the server acks every 100 messages at most
-MAX_OUTSTANDING = 2  # its default too: wait once two acks are due
+# The fast publisher's defaults (--flow, --outstanding change them for both columns): the
+# server acks every 100 messages at most, and the publisher waits once two acks are due.
+FLOW = 100
+MAX_OUTSTANDING = 2
 ASYNC_WINDOW = 4_000  # publish_async's default window (bench_jetstream.py's too)
 WARMUP = 2_000  # messages into a throwaway stream before the measured runs
 TIMEOUT = 10.0  # every wait for the server: acks, API calls
@@ -272,6 +274,7 @@ def main_parent(quick: bool) -> int:
     sizes = QUICK if quick else FULL
     with NATSServer(jetstream=True) as srv:
         args = ["--child", "--url", srv.url, "--n", str(sizes.n)]
+        args += ["--flow", str(FLOW), "--outstanding", str(MAX_OUTSTANDING)]
         args += ["--hard-timeout", str(sizes.child_timeout), "--server-pid", str(srv.pid)]
         merged = run_interleaved(
             SCRIPT, [("fast_ingest", LIBS, args)], sizes.runs, sizes.child_timeout, LABELS
@@ -281,6 +284,7 @@ def main_parent(quick: bool) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    global FLOW, MAX_OUTSTANDING
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="50k messages, one round")
     one = parser.add_argument_group("one column in this process (its own server unless --url)")
@@ -289,9 +293,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     one.add_argument("--n", type=int, default=FULL.n, help="messages per run")
     one.add_argument("--runs", type=int, default=1, help="default: 1")
     one.add_argument("--url", help="a JetStream-enabled server to use instead of a new one")
+    parser.add_argument("--flow", type=int, default=FLOW, help=f"default: {FLOW}")
+    parser.add_argument(
+        "--outstanding", type=int, default=MAX_OUTSTANDING, help=f"default: {MAX_OUTSTANDING}"
+    )
     parser.add_argument("--hard-timeout", type=float, default=200.0, help=argparse.SUPPRESS)
     parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    FLOW, MAX_OUTSTANDING = args.flow, args.outstanding
     if not args.child:
         return main_parent(args.quick)
     if args.url:

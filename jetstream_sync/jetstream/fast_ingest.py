@@ -72,6 +72,9 @@ DEFAULT_FLOW = 100
 DEFAULT_MAX_OUTSTANDING_ACKS = 2
 # How long a waiting publisher leaves the reading to another thread before it looks again.
 _HANDOFF = 0.005
+# Payload bytes queued before add() writes them itself, window full or not: the server gets
+# a long window in pieces as it fills, and the flusher is not woken to do it.
+_WRITE_CHUNK = 32 * 1024
 
 
 def reply_head(inbox: str, flow: int, gap: str) -> str:
@@ -245,6 +248,7 @@ class FastPublisher:
         self._seq = 0  # the highest batch sequence sent (an EOB commit takes none)
         self._acked = 0  # the highest batch sequence acked (cumulative)
         self._limit = 0  # add() waits for an ack once its sequence reaches this
+        self._unsent = 0  # payload bytes queued since this thread last wrote
         self._flow = flow  # messages per ack: the server's say once it answered
         self._subject = ""  # the first message's subject: pings and an EOB commit go there
         self._started = False  # the server has answered the first message
@@ -304,17 +308,22 @@ class FastPublisher:
                 msg_ttl,
             )
         seq = self._seq + 1
-        if seq < self._limit:  # room in the window: queued, the flusher writes it
+        unsent = self._unsent + len(data)
+        if seq < self._limit and unsent < _WRITE_CHUNK:
+            # Room in the window: queued (written with the next chunk or by the flusher).
             self._publish(subject, data, f"{self._head}{seq}.1.$FI", headers)
             self._seq = seq
+            self._unsent = unsent
             return _new_ack(FastPubAck, (seq, self._acked))
         if seq == 1:
             return self._start(subject, data, headers)
-        # The window is full with this one: write it and everything queued now, from this
-        # thread (no flusher wake-up while the server waits for them), then wait.
-        self._core.send_request(subject, data, self._head + str(seq) + ".1.$FI", headers)
+        # A chunk's worth is queued, or the window is full with this one: write it and
+        # everything queued now, from this thread (no flusher wake-up); then, if full, wait.
+        self._core.send_request(subject, data, f"{self._head}{seq}.1.$FI", headers)
         self._seq = seq
-        self._wait_for_room(seq)
+        self._unsent = 0
+        if seq >= self._limit:
+            self._wait_for_room(seq)
         return FastPubAck(seq, self._acked)
 
     def commit(
@@ -366,6 +375,8 @@ class FastPublisher:
             op = OP_COMMIT
         # Committing before the send: the PubAck may come before send_request returns.
         self._committing = True
+        if seq == 1:
+            self._subject = subject
         try:
             self._core.send_request(subject, data, reply_subject(self._head, seq, op), headers)
         except BaseException:
@@ -373,8 +384,6 @@ class FastPublisher:
             raise
         if op == OP_COMMIT:
             self._seq = seq
-            if seq == 1:
-                self._subject = subject
         deadline = Deadline(self._ack_timeout)
         self._wait(lambda: self._ended, deadline, ping=seq > 1)
         final = self._final
@@ -445,9 +454,9 @@ class FastPublisher:
     def _start(self, subject: str, data: bytes, headers: Optional[HeadersLike]) -> FastPubAck:
         """The first message, written at once; then the server's answer is awaited (ADR-50:
         the flow it grants, so that a busy server is not flooded, or its refusal)."""
+        self._subject = subject  # (before the send: the hook's errors name it)
         self._core.send_request(subject, data, self._head + "1.0.$FI", headers)
         self._seq = 1
-        self._subject = subject
         deadline = Deadline(self._ack_timeout)
         self._wait(lambda: self._started or self._stop is not None, deadline, ping=False)
         if self._stop is not None:
