@@ -48,8 +48,8 @@ def main() -> None:
             js.add_stream(name="PLAIN", subjects=["plain.>"])
             with js.fast_publisher() as pub:
                 pub.add("plain.x", b"x")
-        except nats.BatchPublishDisabledError as exc:
-            print(f"BatchPublishDisabledError: {exc.description}")
+        except nats.FastIngestNotEnabledError as exc:
+            print(f"FastIngestNotEnabledError: {exc.description}")
         js.delete_stream("METRICS")
         js.delete_stream("PLAIN")
 

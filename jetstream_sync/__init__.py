@@ -333,26 +333,30 @@ __all__ += [
 
 # Fast-ingest batches (ADR-50, issue 29)
 from .errors import (  # noqa: E402
-    BatchPublishDisabledError,
-    BatchPublishInvalidBatchIdError,
-    BatchPublishInvalidPatternError,
-    BatchPublishTooManyInflightError,
-    BatchPublishUnknownBatchIdError,
+    FastIngestClosedError,
     FastIngestError,
     FastIngestGapError,
+    FastIngestInvalidBatchIdError,
+    FastIngestInvalidPatternError,
     FastIngestMessageError,
+    FastIngestNotEnabledError,
+    FastIngestPublishError,
+    FastIngestTooManyInflightError,
+    FastIngestUnknownBatchError,
 )
 from .jetstream.fast_ingest import FastPubAck, FastPublisher  # noqa: E402
 
 __all__ += [
-    "BatchPublishDisabledError",
-    "BatchPublishInvalidBatchIdError",
-    "BatchPublishInvalidPatternError",
-    "BatchPublishTooManyInflightError",
-    "BatchPublishUnknownBatchIdError",
+    "FastIngestClosedError",
     "FastIngestError",
     "FastIngestGapError",
+    "FastIngestInvalidBatchIdError",
+    "FastIngestInvalidPatternError",
     "FastIngestMessageError",
+    "FastIngestNotEnabledError",
+    "FastIngestPublishError",
+    "FastIngestTooManyInflightError",
+    "FastIngestUnknownBatchError",
     "FastPubAck",
     "FastPublisher",
 ]

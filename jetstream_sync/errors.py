@@ -52,9 +52,13 @@ message names the problem (the subject, the limit, the server's words) and never
         ├── NoConsumerResponseError (also NoRespondersError)  a pull nobody answered (503)
         ├── NoHeartbeatError                          a consumer's idle heartbeats stopped coming
         ├── ConsumerSequenceMismatchError             a gap in a push consumer's sequence
-        ├── FastIngestError                           a fast-ingest batch stopped (ADR-50):
-        │   ├── FastIngestGapError                    the server missed messages (a gap)
-        │   └── FastIngestMessageError                the server refused one message
+        ├── FastIngestError                           anything of a fast-ingest batch (ADR-50,
+        │   │                                         js.fast_publisher()): batch_id, batch_seq,
+        │   │                                         pub_ack (what the server kept, if known)
+        │   ├── FastIngestGapError                    messages that never reached the server
+        │   ├── FastIngestMessageError                a message the server refused (.error)
+        │   ├── FastIngestClosedError                 add/commit after commit() or close()
+        │   └── (FastIngestPublishError: also here)
         ├── PullStatusError(status, description)      a pull ended by a status that is an error:
         │   ├── ConsumerDeletedError                  409 Consumer Deleted
         │   ├── ConsumerIsPushBasedError              409 Consumer is push based
@@ -89,20 +93,22 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── ConsumerDoesNotExistError         10149 (update of a missing consumer)
             │   ├── MessageTooLargeError              10054
             │   ├── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
-            │   ├── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
-            │   ├── BatchPublishDisabledError         10205 (fast ingest: allow_batched is off)
-            │   ├── BatchPublishInvalidPatternError   10206 (a fast-ingest reply it cannot read)
-            │   ├── BatchPublishInvalidBatchIdError   10207 (a batch id over 64 characters)
-            │   └── BatchPublishUnknownBatchIdError   10208 (a batch the server has ended)
-            ├── BatchPublishTooManyInflightError      10211 (429): too many fast-ingest batches
+            │   └── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
+            ├── FastIngestPublishError (also FastIngestError)  the server refused a batch:
+            │   ├── FastIngestNotEnabledError         10205: the stream lacks allow_batched
+            │   ├── FastIngestInvalidPatternError     10206: a reply subject it cannot read
+            │   ├── FastIngestInvalidBatchIdError     10207 (longer than 64 characters)
+            │   ├── FastIngestUnknownBatchError       10208: ended, or 10 s idle
+            │   │   (the four above are BadRequestErrors too: 400)
+            │   └── FastIngestTooManyInflightError    10211 (429): 1,000 open per stream
             ├── ApiLevelError                         10185 (412): the server's JetStream API
             │                                         level is below what the feature needs
             ├── JetStreamServerError (also ServerError)   any 500
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
-    Every err_code above under NotFoundError or BadRequestError is a 404 or a 400 in
-    nats-server's errors.json, so nats-py code's ``except BadRequestError`` / ``except
-    NotFoundError`` catches the same answers here.
+    Every err_code above is a 400 or a 404 in nats-server's errors.json (but 10211, a 429),
+    so nats-py code's ``except BadRequestError`` / ``except NotFoundError`` catches the same
+    answers here.
 
 Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
 
@@ -637,30 +643,6 @@ class ServiceUnavailableError(APIError):
     """A 503 from the API: the cluster has no leader or is busy; worth retrying."""
 
 
-class BatchPublishDisabledError(BadRequestError):
-    """10205: the stream does not take fast-ingest batches (ADR-50): set
-    ``allow_batched=True`` on it (nats-server 2.14 or later)."""
-
-
-class BatchPublishInvalidPatternError(BadRequestError):
-    """10206: the server could not read a fast-ingest reply subject (its flow, gap mode,
-    sequence or operation)."""
-
-
-class BatchPublishInvalidBatchIdError(BadRequestError):
-    """10207: a fast-ingest batch id longer than 64 characters (the token of the inbox)."""
-
-
-class BatchPublishUnknownBatchIdError(BadRequestError):
-    """10208: a fast-ingest message for a batch the server does not know: it ended, or it
-    was abandoned after 10 s without a message."""
-
-
-class BatchPublishTooManyInflightError(APIError):
-    """10211 (429): the stream (1,000) or the server (50,000) has as many fast-ingest
-    batches open as it allows; worth retrying once some end."""
-
-
 _API_ERRORS = {
     10059: StreamNotFoundError,
     10058: StreamNameAlreadyInUseError,
@@ -676,11 +658,6 @@ _API_ERRORS = {
     10054: MessageTooLargeError,
     10003: BadRequestError,
     10185: ApiLevelError,
-    10205: BatchPublishDisabledError,
-    10206: BatchPublishInvalidPatternError,
-    10207: BatchPublishInvalidBatchIdError,
-    10208: BatchPublishUnknownBatchIdError,
-    10211: BatchPublishTooManyInflightError,
     **dict.fromkeys((10159, 10160, 10161, 10162, 10178, 10196, 10197), PriorityGroupError),
 }
 
@@ -888,39 +865,41 @@ class KeyValueLimitMarkerTTLNotSupportedError(KeyValueError):
 _API_CALLS["CONSUMER.RESET"] = ("reset consumer", ("stream", "consumer"))
 
 
-# --- Fast-ingest batches (ADR-50) -------------------------------------------------------
+# --- Fast-ingest batches (ADR-50, jetstream/fast_ingest.py) -------------------------------
 
 __all__ += [
-    "BatchPublishDisabledError",
-    "BatchPublishInvalidBatchIdError",
-    "BatchPublishInvalidPatternError",
-    "BatchPublishTooManyInflightError",
-    "BatchPublishUnknownBatchIdError",
+    "FastIngestClosedError",
     "FastIngestError",
     "FastIngestGapError",
+    "FastIngestInvalidBatchIdError",
+    "FastIngestInvalidPatternError",
     "FastIngestMessageError",
+    "FastIngestNotEnabledError",
+    "FastIngestPublishError",
+    "FastIngestTooManyInflightError",
+    "FastIngestUnknownBatchError",
 ]
 
 
 class FastIngestError(JetStreamError):
-    """A fast-ingest batch (``js.fast_publisher()``) stopped: ``batch_id``, ``batch_seq``
-    (the batch sequence it stopped at) and ``pub_ack``, the server's final PubAck when it
-    sent one (how many of the batch's messages it kept: ``pub_ack.batch_size``), else None."""
+    """Root of the fast-ingest batch's errors (``js.fast_publisher()``, ADR-50). Fast
+    ingest is not atomic: what the server stored before the error stays stored.
+    ``batch_id`` and ``batch_seq`` (the batch sequence the error is about) are set where
+    known; ``pub_ack`` is the server's final PubAck of a batch that stopped, when it came
+    (``pub_ack.batch_size``: how many of the batch's sequences it took)."""
 
-    def __init__(self, message: str, batch_id: str = "", batch_seq: int = 0) -> None:
-        super().__init__(message)
-        self.batch_id = batch_id
-        self.batch_seq = batch_seq
-        self.pub_ack: Optional[Any] = None  # a jetstream.api.PubAck (no import: no cycle)
+    batch_id = ""
+    batch_seq = 0
+    pub_ack: Optional[Any] = None  # a jetstream.api.PubAck (not imported: no cycle)
 
 
 class FastIngestGapError(FastIngestError):
-    """The server saw batch sequence ``batch_seq`` while it expected ``last_seq``: messages
-    ``last_seq`` up to ``batch_seq - 1`` never reached it (ADR-50's BatchFlowGap)."""
+    """Messages ``last_seq`` up to ``batch_seq - 1`` never reached the server: it saw
+    ``batch_seq`` next (ADR-50's BatchFlowGap)."""
 
     def __init__(self, message: str, batch_id: str, last_seq: int, batch_seq: int) -> None:
-        super().__init__(message, batch_id, batch_seq)
-        self.last_seq = last_seq
+        super().__init__(message)
+        self.batch_id, self.last_seq, self.batch_seq = batch_id, last_seq, batch_seq
 
 
 class FastIngestMessageError(FastIngestError):
@@ -929,5 +908,49 @@ class FastIngestMessageError(FastIngestError):
     refusal of ``js.publish`` raises (a StreamWrongLastSequenceError, say)."""
 
     def __init__(self, message: str, batch_id: str, batch_seq: int, error: APIError) -> None:
-        super().__init__(message, batch_id, batch_seq)
-        self.error = error
+        super().__init__(message)
+        self.batch_id, self.batch_seq, self.error = batch_id, batch_seq, error
+
+
+class FastIngestClosedError(FastIngestError):
+    """``add`` or ``commit`` on a batch that was committed or closed."""
+
+
+class FastIngestPublishError(FastIngestError, APIError):
+    """The server refused a fast-ingest batch (or its first message): nothing more of it is
+    stored."""
+
+
+class FastIngestNotEnabledError(FastIngestPublishError, BadRequestError):
+    """10205: the stream does not take fast-ingest batches: set ``allow_batched=True`` on it
+    (nats-server 2.14 or later)."""
+
+
+class FastIngestInvalidPatternError(FastIngestPublishError, BadRequestError):
+    """10206: the server could not read a fast-ingest reply subject (its flow, gap mode,
+    sequence or operation)."""
+
+
+class FastIngestInvalidBatchIdError(FastIngestPublishError, BadRequestError):
+    """10207: a batch id (the last token of the batch's inbox) longer than 64 characters."""
+
+
+class FastIngestUnknownBatchError(FastIngestPublishError, BadRequestError):
+    """10208: a message for a batch the server does not know: it ended, or it was dropped
+    after 10 s without a message."""
+
+
+class FastIngestTooManyInflightError(FastIngestPublishError):
+    """10211 (429): the stream (1,000) or the server (50,000) has as many fast-ingest
+    batches open as it allows; worth retrying once some end."""
+
+
+_API_ERRORS.update(
+    {
+        10205: FastIngestNotEnabledError,
+        10206: FastIngestInvalidPatternError,
+        10207: FastIngestInvalidBatchIdError,
+        10208: FastIngestUnknownBatchError,
+        10211: FastIngestTooManyInflightError,
+    }
+)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, TypeVar, Union
 
 from .. import errors
 from .._seam import raw_headers
@@ -122,6 +122,7 @@ class FlowErr(NamedTuple):
 
 
 Reply = Union[FlowAck, FlowGap, FlowErr, api.PubAck, errors.APIError]
+_E = TypeVar("_E", bound=errors.FastIngestError)
 
 _ACK_HEAD = b'{"type":"ack","seq":'  # how nats-server writes every BatchFlowAck
 _ACK_MSGS = b',"msgs":'
@@ -400,9 +401,11 @@ class FastPublisher:
         self._release()
         assert isinstance(final, api.PubAck)  # an APIError is a stop (_on_final)
         self.ack = final
-        self._stop = errors.InvalidArgumentError(
-            f"fast-ingest batch {self.batch_id} is committed: start another with "
-            "js.fast_publisher()"
+        self._stop = self._error(
+            errors.FastIngestClosedError(
+                f"fast-ingest batch {self.batch_id} is committed: start another with "
+                "js.fast_publisher()"
+            )
         )
         return final
 
@@ -411,10 +414,10 @@ class FastPublisher:
         let go. What the server stored stays stored; it drops the open batch after 10 s."""
         if not self._ended:
             self._halt(
-                errors.FastIngestError(
-                    f"fast-ingest batch {self.batch_id} was closed without a commit",
-                    self.batch_id,
-                    self._seq,
+                self._error(
+                    errors.FastIngestClosedError(
+                        f"fast-ingest batch {self.batch_id} was closed without a commit"
+                    )
                 )
             )
         self._release()
@@ -604,22 +607,25 @@ class FastPublisher:
             if stop is None:
                 # The refused message's sequence is in the subject the answer came on.
                 seq = subject[len(self._head) :].split(".", 1)[0]
-                self._stop = errors.api_error(
+                err = errors.api_error(
                     reply.code,
                     reply.err_code,
                     f"{reply.description} (fast-ingest batch {self.batch_id}, message {seq})",
                 )
-        elif isinstance(stop, errors.FastIngestError):
+                if isinstance(err, errors.FastIngestError):
+                    err.batch_id, err.batch_seq = self.batch_id, int(seq) if seq.isdigit() else 0
+                self._stop = err
+        elif isinstance(stop, (errors.FastIngestGapError, errors.FastIngestMessageError)):
             stop.pub_ack = reply  # what the server kept of a batch that stopped
         elif stop is None and not self._committing:
-            err = errors.FastIngestError(
-                f"fast-ingest batch {self.batch_id}: the server ended the batch before the "
-                f"commit, keeping {reply.batch_size} messages",
-                self.batch_id,
-                self._seq,
+            ended = self._error(
+                errors.FastIngestError(
+                    f"fast-ingest batch {self.batch_id}: the server ended the batch before "
+                    f"the commit, keeping {reply.batch_size} messages"
+                )
             )
-            err.pub_ack = reply
-            self._stop = err
+            ended.pub_ack = reply
+            self._stop = ended
         self._ended = True
 
     def _on_status(self, msg: Msg) -> None:
@@ -635,6 +641,11 @@ class FastPublisher:
             raise errors.JetStreamError(
                 f"fast-ingest batch {self.batch_id}: an unexpected status {msg.status} on its inbox"
             )
+
+    def _error(self, err: _E) -> _E:
+        """``err`` with this batch's id and highest sequence."""
+        err.batch_id, err.batch_seq = self.batch_id, self._seq
+        return err
 
     def _report(self, err: errors.NATSError) -> None:
         """To error_cb; without one, to the client's error_cb unless add/commit will raise

@@ -69,9 +69,9 @@ def test_an_eob_commit_stores_nothing_more(js: JetStream, batched: str) -> None:
         pub.add(subject, b"m")
     ack = pub.commit()
     assert ack.batch_size == 5 and js.stream_info(batched).state.messages == 5
-    with pytest.raises(nats.InvalidArgumentError, match="committed"):
+    with pytest.raises(nats.FastIngestClosedError, match="committed"):
         pub.add(subject, b"late")
-    with pytest.raises(nats.InvalidArgumentError, match="committed"):
+    with pytest.raises(nats.FastIngestClosedError, match="committed"):
         pub.commit()
 
 
@@ -97,8 +97,9 @@ def test_an_exception_in_the_block_stops_without_commit(js: JetStream, batched: 
     assert pub.ack is None
     # Not atomic: what reached the server is stored all the same.
     wait_until(lambda: js.stream_info(batched).state.messages == 30, what="30 stored")
-    with pytest.raises(nats.FastIngestError, match="closed without a commit"):
+    with pytest.raises(nats.FastIngestClosedError, match="closed without a commit") as caught:
         pub.add(subject, b"after")
+    assert caught.value.batch_seq == 30
 
 
 def test_the_flow_the_server_sets_is_honoured(js: JetStream, batched: str) -> None:
@@ -131,11 +132,11 @@ def test_the_flow_the_server_sets_is_honoured(js: JetStream, batched: str) -> No
 
 
 def test_a_stream_without_allow_batched_refuses(js: JetStream, stream: str) -> None:
-    with pytest.raises(nats.BatchPublishDisabledError) as caught, js.fast_publisher() as pub:
+    with pytest.raises(nats.FastIngestNotEnabledError) as caught, js.fast_publisher() as pub:
         pub.add(f"{stream.lower()}.a", b"x")
     err = caught.value
     assert err.err_code == 10205 and "set allow_batched=True" in str(err)
-    assert "message 1" in str(err)
+    assert "message 1" in str(err) and err.batch_seq == 1 and err.batch_id
     assert js.stream_info(stream).state.messages == 0
 
 

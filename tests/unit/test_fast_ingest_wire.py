@@ -74,14 +74,14 @@ def test_a_refusal_of_the_batch_says_what_to_do() -> None:
         b'{"error":{"code":400,"err_code":10205,"description":"batch publish is disabled"},'
         b'"stream":"NOFI","seq":0}'
     )
-    assert isinstance(refusal, nats.BatchPublishDisabledError)
+    assert isinstance(refusal, nats.FastIngestNotEnabledError)
     assert refusal.err_code == 10205 and refusal.code == 400
     assert "allow_batched=True" in str(refusal) and "'NOFI'" in str(refusal)
     unknown = parse_reply(
         b'{"error":{"code":400,"err_code":10208,"description":"batch publish ID unknown"},'
         b'"stream":"FI","seq":0}'
     )
-    assert isinstance(unknown, nats.BatchPublishUnknownBatchIdError)
+    assert isinstance(unknown, nats.FastIngestUnknownBatchError)
     assert "10 s" in str(unknown)
 
 
@@ -108,18 +108,19 @@ def test_anything_else_is_a_jetstream_error(data: bytes) -> None:
 @pytest.mark.parametrize(
     ("err_code", "cls"),
     [
-        (10205, nats.BatchPublishDisabledError),
-        (10206, nats.BatchPublishInvalidPatternError),
-        (10207, nats.BatchPublishInvalidBatchIdError),
-        (10208, nats.BatchPublishUnknownBatchIdError),
-        (10211, nats.BatchPublishTooManyInflightError),
+        (10205, nats.FastIngestNotEnabledError),
+        (10206, nats.FastIngestInvalidPatternError),
+        (10207, nats.FastIngestInvalidBatchIdError),
+        (10208, nats.FastIngestUnknownBatchError),
+        (10211, nats.FastIngestTooManyInflightError),
     ],
 )
 def test_the_fast_ingest_err_codes_map_to_their_classes(err_code: int, cls: type) -> None:
     code = 429 if err_code == 10211 else 400
     err = errors.api_error(code, err_code, "x")
     assert type(err) is cls
-    assert isinstance(err, errors.APIError)
+    assert isinstance(err, errors.FastIngestPublishError) and isinstance(err, errors.APIError)
+    assert isinstance(err, errors.FastIngestError)
     if code == 400:
         assert isinstance(err, errors.BadRequestError)
 
