@@ -86,7 +86,11 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── ConsumerDoesNotExistError         10149 (update of a missing consumer)
             │   ├── MessageTooLargeError              10054
             │   ├── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
-            │   └── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
+            │   ├── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
+            │   ├── MessageTTLDisabledError           10166: a TTL on a stream without allow_msg_ttl
+            │   └── MessageScheduleError              10186, 10187, 10189-10192, 10203, 10212,
+            │       │                                 10223: a message schedule refused (ADR-51)
+            │       └── MessageSchedulesDisabledError 10188: the stream has no allow_msg_schedules
             ├── ApiLevelError                         10185 (412): the server's JetStream API
             │                                         level is below what the feature needs
             ├── JetStreamServerError (also ServerError)   any 500
@@ -163,6 +167,9 @@ __all__ = [
     "LameDuckModeError",
     "LinkIsABucketError",
     "MaxPayloadError",
+    "MessageScheduleError",
+    "MessageSchedulesDisabledError",
+    "MessageTTLDisabledError",
     "MessageTooLargeError",
     "MessagesLostError",
     "MsgAlreadyAckdError",
@@ -618,6 +625,49 @@ class PriorityGroupError(BadRequestError):
     (ADR-42) — e.g. unpinning a group the consumer does not have."""
 
 
+class MessageTTLDisabledError(BadRequestError):
+    """10166: a message with a TTL (``msg_ttl``, or a schedule's ``schedule_ttl``) for a
+    stream that does not allow them."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}: create or update the stream with allow_msg_ttl=True"
+
+
+# What to do about each refusal of a message schedule (ADR-51), after the server's words.
+_SCHEDULE_HINTS = {
+    10186: "a mirror cannot allow_msg_schedules",
+    10187: "a stream with sources cannot allow_msg_schedules",
+    10188: "create or update the stream with allow_msg_schedules=True",
+    10189: "the schedule must be '@at <RFC 3339 time>', '@every <1 s or more>', @hourly and "
+    "the like, or a cron of six fields, seconds first, that fires within five years; a time "
+    "zone goes with a cron only",
+    10190: "schedule_target must be a literal subject of the same stream, other than the "
+    "schedule's own",
+    10191: 'schedule_ttl must be 1 s or more, or "never"',
+    10192: "the only rollup a schedule takes is 'sub' (schedule_rollup=True)",
+    10203: "schedule_source must be a literal subject of the same stream, other than the "
+    "schedule's own and its target",
+    10212: "cancel_schedule must name another subject, one that holds a schedule",
+    10223: "schedule_time_zone must be a zone name the server's tzdata knows "
+    "('Europe/Amsterdam', 'UTC'), not an offset",
+}
+
+
+class MessageScheduleError(BadRequestError):
+    """10186, 10187, 10189-10192, 10203, 10212, 10223: the server refused a message schedule
+    (ADR-51) or a stream config for one; ``err_code`` says which part, the message what to
+    do."""
+
+    def __str__(self) -> str:
+        hint = _SCHEDULE_HINTS.get(self.err_code)
+        return f"{super().__str__()}: {hint}" if hint else super().__str__()
+
+
+class MessageSchedulesDisabledError(MessageScheduleError):
+    """10188: a schedule published to a stream that does not allow them: create or update
+    the stream with ``allow_msg_schedules=True``."""
+
+
 class ApiLevelError(APIError):
     """10185 (412): the feature needs a newer JetStream API level (ADR-44) than the server
     has. Raised by the server for a request carrying ``Nats-Required-Api-Level``, and by the
@@ -644,6 +694,11 @@ _API_ERRORS = {
     10003: BadRequestError,
     10185: ApiLevelError,
     **dict.fromkeys((10159, 10160, 10161, 10162, 10178, 10196, 10197), PriorityGroupError),
+    10166: MessageTTLDisabledError,
+    10188: MessageSchedulesDisabledError,
+    **dict.fromkeys(
+        (10186, 10187, 10189, 10190, 10191, 10192, 10203, 10212, 10223), MessageScheduleError
+    ),
 }
 
 
