@@ -88,9 +88,11 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
             │   ├── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
             │   ├── MessageTTLDisabledError           10166: a TTL on a stream without allow_msg_ttl
-            │   └── MessageScheduleError              10186, 10187, 10189-10192, 10203, 10212,
-            │       │                                 10223: a message schedule refused (ADR-51)
-            │       └── MessageSchedulesDisabledError 10188: the stream has no allow_msg_schedules
+            │   ├── MessageScheduleError              10186, 10187, 10189-10192, 10203, 10212,
+            │   │   │                                 10223: a message schedule refused (ADR-51)
+            │   │   └── MessageSchedulesDisabledError 10188: the stream has no allow_msg_schedules
+            │   └── DurableSourceError                10213, 10215, 10216, 10218-10222: a source or
+            │                                         mirror's own consumer refused (ADR-60)
             ├── ApiLevelError                         10185 (412): the server's JetStream API
             │                                         level is below what the feature needs
             ├── JetStreamServerError (also ServerError)   any 500
@@ -152,6 +154,7 @@ __all__ = [
     "ConsumerSequenceMismatchError",
     "DigestMismatchError",
     "DrainTimeoutError",
+    "DurableSourceError",
     "Error",
     "FlushTimeoutError",
     "InvalidArgumentError",
@@ -668,6 +671,33 @@ class MessageSchedulesDisabledError(MessageScheduleError):
     the stream with ``allow_msg_schedules=True``."""
 
 
+# What to do about each refusal of durable sourcing (ADR-60), after the server's words.
+_DURABLE_SOURCE_HINTS = {
+    10213: "a mirror's consumer needs a valid name and a literal deliver_subject, and the "
+    "mirror then takes no opt_start_seq, opt_start_time or filter_subject: configure those on "
+    "the consumer",
+    10215: "a source's consumer needs a valid name and a literal deliver_subject, and the "
+    "source then takes no opt_start_seq, opt_start_time or filter_subject: configure those on "
+    "the consumer",
+    10216: "two sources cannot read through one consumer: give each its own",
+    10218: "ack_policy=flow_control is for a push consumer: give it a deliver_subject",
+    10219: "ack_policy=flow_control needs flow_control=True",
+    10220: "ack_policy=flow_control needs max_ack_pending above 0",
+    10221: "ack_policy=flow_control takes no ack_wait or backoff: flow control acks",
+    10222: "ack_policy=flow_control takes no max_deliver (unlimited redeliveries)",
+}
+
+
+class DurableSourceError(BadRequestError):
+    """10213, 10215, 10216, 10218-10222: the server refused a source or mirror that reads
+    through a consumer of its own (ADR-60 durable sourcing: ``StreamSource.consumer``), or
+    that consumer's config (``ack_policy=flow_control``); the message says what to do."""
+
+    def __str__(self) -> str:
+        hint = _DURABLE_SOURCE_HINTS.get(self.err_code)
+        return f"{super().__str__()}: {hint}" if hint else super().__str__()
+
+
 class ApiLevelError(APIError):
     """10185 (412): the feature needs a newer JetStream API level (ADR-44) than the server
     has. Raised by the server for a request carrying ``Nats-Required-Api-Level``, and by the
@@ -695,6 +725,7 @@ _API_ERRORS = {
     10185: ApiLevelError,
     **dict.fromkeys((10159, 10160, 10161, 10162, 10178, 10196, 10197), PriorityGroupError),
     10166: MessageTTLDisabledError,
+    **dict.fromkeys((10213, 10215, 10216, *range(10218, 10223)), DurableSourceError),
     10188: MessageSchedulesDisabledError,
     **dict.fromkeys(
         (10186, 10187, 10189, 10190, 10191, 10192, 10203, 10212, 10223), MessageScheduleError
