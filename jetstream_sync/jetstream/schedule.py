@@ -157,7 +157,7 @@ def schedule_pattern(schedule: ScheduleLike) -> str:
     return schedule
 
 
-def is_cron(pattern: str) -> bool:
+def _is_cron(pattern: str) -> bool:
     """True for a cron (predefined or six fields), the only kind a time zone applies to."""
     return not pattern.startswith(("@at ", "@every "))
 
@@ -201,7 +201,7 @@ def schedule_headers(
     if ttl is not None:
         extra.append((SCHEDULE_TTL, _ttl(ttl)))
     if time_zone is not None:
-        if not is_cron(pattern):
+        if not _is_cron(pattern):
             raise errors.InvalidArgumentError(
                 f"schedule_time_zone applies to a cron only, not to {pattern!r} (an @at time "
                 "carries its own offset; an @every interval has no time of day)"
