@@ -71,7 +71,7 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── InvalidKeyError (also InvalidArgumentError)          a key KV cannot store
         │   └── InvalidBucketNameError (also ObjectStoreError, InvalidArgumentError)
         ├── BatchError                                anything of an atomic batch (ADR-50,
-        │   │                                         js.batch_publish()): nothing of it stored
+        │   │                                         js.batch_publish())
         │   ├── BatchClosedError                      add/commit after commit, discard, failure
         │   ├── BatchNotCommittedError                the with block ended without commit()
         │   └── (BatchPublishError: also here)
@@ -102,7 +102,7 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── BatchTooLargeError                10199 (the server's limit, 1000 by default)
             │   ├── BatchCommitInvalidError           10200 (Nats-Batch-Commit not 1 or eob)
             │   ├── BatchDuplicateMsgIdError          10201 (a Nats-Msg-Id seen before)
-            │   │   (the seven above are BadRequestErrors too: 400)
+            │   │   (the eight above are BadRequestErrors too: 400)
             │   └── BatchTooManyInflightError         10210 (429): 50 open batches per stream
             ├── ApiLevelError                         10185 (412): the server's JetStream API
             │                                         level is below what the feature needs
@@ -899,8 +899,8 @@ __all__ += [
 
 
 class BatchError(JetStreamError):
-    """Root of the atomic batch's errors (``js.batch_publish()``, ADR-50). Whatever the
-    error, the batch is abandoned: nothing of it is stored."""
+    """Root of the atomic batch's errors (``js.batch_publish()``, ADR-50). Each but
+    BatchClosedError means the batch was abandoned: nothing of it is stored."""
 
 
 class BatchClosedError(BatchError):
