@@ -160,6 +160,7 @@ class AtomicBatch:
         # Messages that went out, or may have (a request that failed midway): the abandon
         # message must skip a number after the last the server may have seen.
         self._sent = 0
+        self._eob = False  # the end-of-batch marker went out: counted in _sent, not in size
         self._first_subject = ""  # where the batch lives: its first message's stream
         self._state = _OPEN
         self._ack: Optional[api.PubAck] = None
@@ -171,8 +172,9 @@ class AtomicBatch:
 
     @property
     def size(self) -> int:
-        """How many messages were sent in this batch so far (the commit included)."""
-        return self._sent
+        """How many messages of the batch were sent so far, the commit's own included (not
+        the marker of a commit() without a subject)."""
+        return self._sent - (1 if self._eob else 0)
 
     @property
     def closed(self) -> bool:
@@ -274,6 +276,7 @@ class AtomicBatch:
             self._levels.require(api_level.BATCH_COMMIT_EOB)
             subject, stored = self._first_subject, self._sent
             hdrs: Headers = self._batch_headers(None, seq, _COMMIT_EOB)
+            self._eob = True
         else:
             stored = seq
             hdrs = self._headers(

@@ -89,6 +89,7 @@ def test_the_end_of_batch_commit_goes_to_the_first_subject() -> None:
     batch.add("second.one", b"2")
     wire.answers.append(ack(batch, 2))
     assert batch.commit().batch_size == 2  # the eob message is not counted
+    assert batch.size == 2
     kind, subject, data, headers = wire.sent[-1]
     assert (kind, subject, data) == ("req", "first.one", b"")
     assert (headers[BATCH_SEQUENCE], headers[BATCH_COMMIT]) == ("3", "eob")
