@@ -338,3 +338,36 @@ __all__ += [
     "ServerNotInPoolError",
     "UnexpectedEOF",
 ]
+
+# Atomic batch publish (ADR-50): js.batch_publish()
+from .errors import (  # noqa: E402
+    BatchClosedError,
+    BatchCommitInvalidError,
+    BatchDuplicateMsgIdError,
+    BatchError,
+    BatchIdInvalidError,
+    BatchIncompleteError,
+    BatchNotCommittedError,
+    BatchNotEnabledError,
+    BatchPublishError,
+    BatchSequenceMissingError,
+    BatchTooLargeError,
+    BatchTooManyInflightError,
+    BatchUnsupportedHeaderError,
+)
+
+__all__ += [
+    "BatchClosedError",
+    "BatchCommitInvalidError",
+    "BatchDuplicateMsgIdError",
+    "BatchError",
+    "BatchIdInvalidError",
+    "BatchIncompleteError",
+    "BatchNotCommittedError",
+    "BatchNotEnabledError",
+    "BatchPublishError",
+    "BatchSequenceMissingError",
+    "BatchTooLargeError",
+    "BatchTooManyInflightError",
+    "BatchUnsupportedHeaderError",
+]

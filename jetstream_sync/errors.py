@@ -70,6 +70,11 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── KeyValueLimitMarkerTTLNotSupportedError   limit_marker_ttl on a server before 2.11
         │   ├── InvalidKeyError (also InvalidArgumentError)          a key KV cannot store
         │   └── InvalidBucketNameError (also ObjectStoreError, InvalidArgumentError)
+        ├── BatchError                                anything of an atomic batch (ADR-50,
+        │   │                                         js.batch_publish())
+        │   ├── BatchClosedError                      add/commit after commit, discard, failure
+        │   ├── BatchNotCommittedError                the with block ended without commit()
+        │   └── (BatchPublishError: also here)
         └── APIError(code, err_code, description)     the server's API error, by err_code:
             ├── NotFoundError                         any other 404 (nats-py's name), and:
             │   ├── StreamNotFoundError               10059
@@ -91,15 +96,28 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── MessageScheduleError              10186, 10187, 10189-10192, 10203, 10212,
             │   │   │                                 10223: a message schedule refused (ADR-51)
             │   │   └── MessageSchedulesDisabledError 10188: the stream has no allow_msg_schedules
-            │   └── DurableSourceError                10213, 10215, 10216, 10218-10222: a source or
-            │                                         mirror's own consumer refused (ADR-60)
+            │   ├── DurableSourceError                10213, 10215, 10216, 10218-10222: a source or
+            │   │                                     mirror's own consumer refused (ADR-60)
+            │   └── (the 400s of BatchPublishError below: also here)
+            ├── BatchPublishError (also BatchError)   an atomic batch refused, nothing stored:
+            │   ├── BatchNotEnabledError              10174: the stream lacks allow_atomic
+            │   ├── BatchIncompleteError              10176: a message missing, or 10 s idle
+            │   ├── BatchSequenceMissingError         10175
+            │   ├── BatchUnsupportedHeaderError       10177 (Nats-Expected-Last-Msg-Id)
+            │   ├── BatchIdInvalidError               10179 (longer than 64 characters)
+            │   ├── BatchTooLargeError                10199 (the server's limit, 1000 by default)
+            │   ├── BatchCommitInvalidError           10200 (Nats-Batch-Commit not 1 or eob)
+            │   ├── BatchDuplicateMsgIdError          10201 (a Nats-Msg-Id seen before)
+            │   │   (the eight above are BadRequestErrors too: 400)
+            │   └── BatchTooManyInflightError         10210 (429): 50 open batches per stream
             ├── ApiLevelError                         10185 (412): the server's JetStream API
             │                                         level is below what the feature needs
             ├── JetStreamServerError (also ServerError)   any 500
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
-    Every err_code above is a 400 or a 404 in nats-server's errors.json, so nats-py code's
-    ``except BadRequestError`` / ``except NotFoundError`` catches the same answers here.
+    Every err_code above is a 400 or a 404 in nats-server's errors.json (but 10210, a 429),
+    so nats-py code's ``except BadRequestError`` / ``except NotFoundError`` catches the same
+    answers here.
 
 Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
 
@@ -496,14 +514,22 @@ class APIError(JetStreamError):
     """An error answer of the JetStream API: HTTP-like ``code``, server ``err_code``."""
 
     def __init__(
-        self, code: int = 0, err_code: int = 0, description: str = "", *, subject: str = ""
+        self,
+        code: int = 0,
+        err_code: int = 0,
+        description: str = "",
+        *,
+        subject: str = "",
+        explanation: str = "",
     ) -> None:
         self.code = code
         self.err_code = err_code
-        self.description = description
+        self.description = description  # the server's own words
         self.subject = subject  # the API subject, for programs; the message says it in words
         where = f" ({api_call_words(subject)})" if subject else ""
-        super().__init__(f"{description} [code={code} err_code={err_code}]{where}")
+        # What went wrong and what to do, when the caller knows more than the server says.
+        said = f"{explanation} (the server: {description})" if explanation else description
+        super().__init__(f"{said} [code={code} err_code={err_code}]{where}")
 
 
 class BadPullRequestError(PullStatusError, APIError):
@@ -747,13 +773,16 @@ _BY_CODE: dict[int, type[APIError]] = {
 }
 
 
-def api_error(code: int, err_code: int, description: str, subject: str = "") -> APIError:
-    """The APIError subclass for an error answer; the one place err_codes are mapped."""
+def api_error(
+    code: int, err_code: int, description: str, subject: str = "", explanation: str = ""
+) -> APIError:
+    """The APIError subclass for an error answer; the one place err_codes are mapped.
+    ``explanation``: what the refusal means and what to do, said before the server's words."""
     if err_code in (10039, 10076):
         cls: type[APIError] = JetStreamNotEnabledAPIError
     else:
         cls = _API_ERRORS.get(err_code) or _BY_CODE.get(code, APIError)
-    return cls(code, err_code, description, subject=subject)
+    return cls(code, err_code, description, subject=subject, explanation=explanation)
 
 
 class JetStreamNotEnabledAPIError(APIError, JetStreamNotEnabledError):
@@ -934,3 +963,94 @@ class KeyValueLimitMarkerTTLNotSupportedError(KeyValueError):
 
 
 _API_CALLS["CONSUMER.RESET"] = ("reset consumer", ("stream", "consumer"))
+
+
+# --- Atomic batch publish (ADR-50, jetstream/batch.py) ------------------------------------
+
+__all__ += [
+    "BatchClosedError",
+    "BatchCommitInvalidError",
+    "BatchDuplicateMsgIdError",
+    "BatchError",
+    "BatchIdInvalidError",
+    "BatchIncompleteError",
+    "BatchNotCommittedError",
+    "BatchNotEnabledError",
+    "BatchPublishError",
+    "BatchSequenceMissingError",
+    "BatchTooLargeError",
+    "BatchTooManyInflightError",
+    "BatchUnsupportedHeaderError",
+]
+
+
+class BatchError(JetStreamError):
+    """Root of the atomic batch's errors (``js.batch_publish()``, ADR-50). Each but
+    BatchClosedError means the batch was abandoned: nothing of it is stored."""
+
+
+class BatchClosedError(BatchError):
+    """``add`` or ``commit`` on a batch that was committed, discarded, or failed."""
+
+
+class BatchNotCommittedError(BatchError):
+    """The ``with js.batch_publish()`` block ended without ``commit()``: the batch was
+    abandoned, none of its messages is stored."""
+
+
+class BatchPublishError(BatchError, APIError):
+    """The server refused an atomic batch: none of its messages is stored."""
+
+
+class BatchNotEnabledError(BatchPublishError, BadRequestError):
+    """10174: the stream does not allow atomic batches (its config lacks allow_atomic)."""
+
+
+class BatchIncompleteError(BatchPublishError, BadRequestError):
+    """10176: the server abandoned the batch: one of its messages is missing (refused, or
+    lost on the way), or the batch was idle for longer than the server waits (10 s)."""
+
+
+class BatchSequenceMissingError(BatchPublishError, BadRequestError):
+    """10175: a batch message without ``Nats-Batch-Sequence``."""
+
+
+class BatchUnsupportedHeaderError(BatchPublishError, BadRequestError):
+    """10177: a header batches cannot have (``Nats-Expected-Last-Msg-Id``)."""
+
+
+class BatchIdInvalidError(BatchPublishError, BadRequestError):
+    """10179: a batch id longer than 64 characters."""
+
+
+class BatchTooLargeError(BatchPublishError, BadRequestError):
+    """10199: more messages than the server allows in one batch (1000 by default)."""
+
+
+class BatchCommitInvalidError(BatchPublishError, BadRequestError):
+    """10200: a ``Nats-Batch-Commit`` that is neither ``1`` nor ``eob``."""
+
+
+class BatchDuplicateMsgIdError(BatchPublishError, BadRequestError):
+    """10201: a ``Nats-Msg-Id`` that another message of the batch has, or one the stream
+    stored within its duplicate window."""
+
+
+class BatchTooManyInflightError(BatchPublishError):
+    """10210 (429): the stream has as many open batches as the server allows (50 per
+    stream, 1000 per server by default); one is freed by a commit or an abandon."""
+
+
+_API_ERRORS.update(
+    {
+        10174: BatchNotEnabledError,
+        10176: BatchIncompleteError,
+        10175: BatchSequenceMissingError,
+        10177: BatchUnsupportedHeaderError,
+        10179: BatchIdInvalidError,
+        10199: BatchTooLargeError,
+        10200: BatchCommitInvalidError,
+        10201: BatchDuplicateMsgIdError,
+        10210: BatchTooManyInflightError,
+    }
+)

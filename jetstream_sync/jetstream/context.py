@@ -22,6 +22,7 @@ from ..msg import Msg
 from ._response import parse_api_response
 from .advisories import AdvisoryWatching
 from .api_level import ApiLevels
+from .batch import AtomicBatchPublisher
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
 from .kv import KeyValueFactory
@@ -50,6 +51,7 @@ DEFAULT_API_PREFIX = "$JS.API"
 class JetStream(
     JetStreamManager,
     Publisher,
+    AtomicBatchPublisher,
     PullSubscriber,
     PushSubscriber,
     ConsumerFactory,

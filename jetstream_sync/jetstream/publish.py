@@ -31,6 +31,7 @@ from concurrent.futures import _base as _futures_base
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .. import errors
+from .._protocol import check_subscribe_subject
 from .._seam import raw_headers
 from .._timeouts import Deadline, check_timeout
 from ..msg import Headers, HeadersLike, Msg
@@ -64,6 +65,9 @@ EXPECTED_STREAM = "Nats-Expected-Stream"
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+# The subject (or wildcard) whose last message Nats-Expected-Last-Subject-Sequence is checked
+# against, instead of the published subject (nats-server: only with that header, else 10193).
+EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 MSG_TTL = "Nats-TTL"
 
 _SWEEP = 0.05  # how often the timer looks for expired futures, seconds
@@ -79,14 +83,18 @@ def publish_headers(
     expected_last_seq: Optional[int] = None,
     expected_last_msg_id: Optional[str] = None,
     expected_last_subject_seq: Optional[int] = None,
+    expected_last_subject_seq_subject: Optional[str] = None,
 ) -> Optional[HeadersLike]:
-    """The user's headers plus the JetStream ones for the options that are set."""
+    """The user's headers plus the JetStream ones for the options that are set.
+    ``expected_last_subject_seq_subject``: check ``expected_last_subject_seq`` against the
+    last message on this subject (a wildcard too) instead of the published one."""
     if (
         msg_id is None
         and expected_stream is None
         and expected_last_seq is None
         and expected_last_msg_id is None
         and expected_last_subject_seq is None
+        and expected_last_subject_seq_subject is None
     ):
         return headers
     extra: List[Tuple[str, str]] = []
@@ -107,12 +115,30 @@ def publish_headers(
             if isinstance(number, bool) or not isinstance(number, int) or number < 0:
                 raise errors.InvalidArgumentError(f"{name} must be an int >= 0, got {number!r}")
             extra.append((name, str(number)))
+    if expected_last_subject_seq_subject is not None:
+        extra.append(
+            (
+                EXPECTED_LAST_SUBJECT_SEQ_SUBJECT,
+                _checked_seq_subject(expected_last_subject_seq_subject, expected_last_subject_seq),
+            )
+        )
     if not extra:
         return headers
     merged = Headers(headers) if headers else Headers()
     for name, value in extra:
         merged.add(name, value)
     return merged
+
+
+def _checked_seq_subject(subject: Any, seq: Optional[int]) -> str:
+    """``expected_last_subject_seq_subject``, checked: a subject (wildcards allowed), given
+    with ``expected_last_subject_seq`` (the server refuses it alone: 10193)."""
+    if seq is None:
+        raise errors.InvalidArgumentError(
+            "expected_last_subject_seq_subject names the subject expected_last_subject_seq is "
+            "checked against: give expected_last_subject_seq too"
+        )
+    return check_subscribe_subject(subject, "expected_last_subject_seq_subject")
 
 
 def check_retry_attempts(value: Any, what: str = "retry_attempts") -> int:
@@ -282,6 +308,7 @@ class Publisher:
         msg_ttl: Optional[Union[float, str]] = None,
         retry_attempts: Optional[int] = None,
         retry_wait: Optional[float] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
         schedule: Optional[ScheduleLike] = None,
         schedule_target: Optional[str] = None,
         schedule_ttl: Optional[Union[float, timedelta, str]] = None,
@@ -304,6 +331,10 @@ class Publisher:
         (``Nats-TTL``; whole seconds, at least 1, or ``"never"``), on a stream with
         ``allow_msg_ttl``. nats-py's positional order (``subject, payload, timeout``) is not
         ours: pass ``timeout`` by keyword.
+
+        ``expected_last_subject_seq_subject`` (with ``expected_last_subject_seq``): the
+        subject, or wildcard, whose last message must have that sequence, instead of
+        ``subject``'s (``Nats-Expected-Last-Subject-Sequence-Subject``).
 
         ``schedule`` makes this message a schedule (ADR-51; the stream needs
         ``allow_msg_schedules``): the stream keeps it on ``subject`` and publishes its body
@@ -351,6 +382,7 @@ class Publisher:
             expected_last_seq,
             expected_last_msg_id,
             expected_last_subject_seq,
+            expected_last_subject_seq_subject,
         )
         deadline = Deadline(t, f"JetStream publish to {subject!r}")
         sent = 0  # how many times the publish went out
@@ -448,6 +480,7 @@ class Publisher:
         wait_stall: Optional[float] = None,
         retry_attempts: Optional[int] = None,
         retry_wait: Optional[float] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
         schedule: Optional[ScheduleLike] = None,
         schedule_target: Optional[str] = None,
         schedule_ttl: Optional[Union[float, timedelta, str]] = None,
@@ -462,9 +495,10 @@ class Publisher:
         ``publish_async_max_pending`` acks are outstanding, the call waits for room up to
         ``wait_stall`` seconds (default: the context's ``publish_async_stall_wait``), then
         raises :class:`PublishStalledError` (nats-py's ``TooManyStalledMsgsError``).
-        ``payload``, ``stream``, ``msg_ttl``, ``retry_attempts`` and ``retry_wait`` as in
-        :meth:`publish`: a 503 (no stream answered) is sent again from the timer thread, within
-        the future's timeout, before the future fails with :class:`NoStreamResponseError`.
+        ``payload``, ``stream``, ``msg_ttl``, ``retry_attempts``, ``retry_wait`` and
+        ``expected_last_subject_seq_subject`` as in :meth:`publish`: a 503 (no stream
+        answered) is sent again from the timer thread, within the future's timeout, before
+        the future fails with :class:`NoStreamResponseError`.
         The ``schedule*`` keywords and ``cancel_schedule`` as in :meth:`publish`.
         """
         if timeout is not None:
@@ -508,6 +542,7 @@ class Publisher:
             and expected_last_seq is None
             and expected_last_msg_id is None
             and expected_last_subject_seq is None
+            and expected_last_subject_seq_subject is None
         ):
             hdrs = headers  # the usual case, without a call: this path is hot
         else:
@@ -518,6 +553,7 @@ class Publisher:
                 expected_last_seq,
                 expected_last_msg_id,
                 expected_last_subject_seq,
+                expected_last_subject_seq_subject,
             )
         pub = self._async
         if pub is None or pub.closed:
