@@ -92,6 +92,12 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── MessageTooLargeError              10054
             │   ├── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
             │   ├── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
+            │   ├── MessageTTLDisabledError           10166: a TTL on a stream without allow_msg_ttl
+            │   ├── MessageScheduleError              10186, 10187, 10189-10192, 10203, 10212,
+            │   │   │                                 10223: a message schedule refused (ADR-51)
+            │   │   └── MessageSchedulesDisabledError 10188: the stream has no allow_msg_schedules
+            │   ├── DurableSourceError                10213, 10215, 10216, 10218-10222: a source or
+            │   │                                     mirror's own consumer refused (ADR-60)
             │   └── (the 400s of BatchPublishError below: also here)
             ├── BatchPublishError (also BatchError)   an atomic batch refused, nothing stored:
             │   ├── BatchNotEnabledError              10174: the stream lacks allow_atomic
@@ -166,6 +172,7 @@ __all__ = [
     "ConsumerSequenceMismatchError",
     "DigestMismatchError",
     "DrainTimeoutError",
+    "DurableSourceError",
     "Error",
     "FlushTimeoutError",
     "InvalidArgumentError",
@@ -181,6 +188,9 @@ __all__ = [
     "LameDuckModeError",
     "LinkIsABucketError",
     "MaxPayloadError",
+    "MessageScheduleError",
+    "MessageSchedulesDisabledError",
+    "MessageTTLDisabledError",
     "MessageTooLargeError",
     "MessagesLostError",
     "MsgAlreadyAckdError",
@@ -644,6 +654,76 @@ class PriorityGroupError(BadRequestError):
     (ADR-42) — e.g. unpinning a group the consumer does not have."""
 
 
+class MessageTTLDisabledError(BadRequestError):
+    """10166: a message with a TTL (``msg_ttl``, or a schedule's ``schedule_ttl``) for a
+    stream that does not allow them."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}: create or update the stream with allow_msg_ttl=True"
+
+
+# What to do about each refusal of a message schedule (ADR-51), after the server's words.
+_SCHEDULE_HINTS = {
+    10186: "a mirror cannot allow_msg_schedules",
+    10187: "a stream with sources cannot allow_msg_schedules",
+    10188: "create or update the stream with allow_msg_schedules=True",
+    10189: "the schedule must be '@at <RFC 3339 time>', '@every <1 s or more>', @hourly and "
+    "the like, or a cron of six fields, seconds first, that fires within five years; a time "
+    "zone goes with a cron only",
+    10190: "schedule_target must be a literal subject of the same stream, other than the "
+    "schedule's own",
+    10191: 'schedule_ttl must be 1 s or more, or "never"',
+    10192: "the only rollup a schedule takes is 'sub' (schedule_rollup=True)",
+    10203: "schedule_source must be a literal subject of the same stream, other than the "
+    "schedule's own and its target",
+    10212: "cancel_schedule must name another subject, one that holds a schedule",
+    10223: "schedule_time_zone must be a zone name the server's tzdata knows "
+    "('Europe/Amsterdam', 'UTC'), not an offset",
+}
+
+
+class MessageScheduleError(BadRequestError):
+    """10186, 10187, 10189-10192, 10203, 10212, 10223: the server refused a message schedule
+    (ADR-51) or a stream config for one; ``err_code`` says which part, the message what to
+    do."""
+
+    def __str__(self) -> str:
+        hint = _SCHEDULE_HINTS.get(self.err_code)
+        return f"{super().__str__()}: {hint}" if hint else super().__str__()
+
+
+class MessageSchedulesDisabledError(MessageScheduleError):
+    """10188: a schedule published to a stream that does not allow them: create or update
+    the stream with ``allow_msg_schedules=True``."""
+
+
+# What to do about each refusal of durable sourcing (ADR-60), after the server's words.
+_DURABLE_SOURCE_HINTS = {
+    10213: "a mirror's consumer needs a valid name and a literal deliver_subject, and the "
+    "mirror then takes no opt_start_seq, opt_start_time or filter_subject: configure those on "
+    "the consumer",
+    10215: "a source's consumer needs a valid name and a literal deliver_subject, and the "
+    "source then takes no opt_start_seq, opt_start_time or filter_subject: configure those on "
+    "the consumer",
+    10216: "two sources cannot read through one consumer: give each its own",
+    10218: "ack_policy=flow_control is for a push consumer: give it a deliver_subject",
+    10219: "ack_policy=flow_control needs flow_control=True",
+    10220: "ack_policy=flow_control needs max_ack_pending above 0",
+    10221: "ack_policy=flow_control takes no ack_wait or backoff: flow control acks",
+    10222: "ack_policy=flow_control takes no max_deliver (unlimited redeliveries)",
+}
+
+
+class DurableSourceError(BadRequestError):
+    """10213, 10215, 10216, 10218-10222: the server refused a source or mirror that reads
+    through a consumer of its own (ADR-60 durable sourcing: ``StreamSource.consumer``), or
+    that consumer's config (``ack_policy=flow_control``); the message says what to do."""
+
+    def __str__(self) -> str:
+        hint = _DURABLE_SOURCE_HINTS.get(self.err_code)
+        return f"{super().__str__()}: {hint}" if hint else super().__str__()
+
+
 class ApiLevelError(APIError):
     """10185 (412): the feature needs a newer JetStream API level (ADR-44) than the server
     has. Raised by the server for a request carrying ``Nats-Required-Api-Level``, and by the
@@ -670,6 +750,12 @@ _API_ERRORS = {
     10003: BadRequestError,
     10185: ApiLevelError,
     **dict.fromkeys((10159, 10160, 10161, 10162, 10178, 10196, 10197), PriorityGroupError),
+    10166: MessageTTLDisabledError,
+    **dict.fromkeys((10213, 10215, 10216, *range(10218, 10223)), DurableSourceError),
+    10188: MessageSchedulesDisabledError,
+    **dict.fromkeys(
+        (10186, 10187, 10189, 10190, 10191, 10192, 10203, 10212, 10223), MessageScheduleError
+    ),
 }
 
 

@@ -91,6 +91,14 @@ EXPECTED = {
         "link      -> hello, objects",
         "ObjectNotFoundError: object 'news.txt' in bucket 'ASSETS' is deleted",
     ],
+    "schedules.py": [
+        "reminder  -> 'call the customer' from schedules.reminder.42, not early: True",
+        "heartbeat -> ['still here', 'still here'], each kept 60 s",
+        "cancelled -> heartbeat: True",
+        "cancelled -> reminder: False",
+        "refused   -> cron schedule '*/5 * * * *' has 5 fields",
+        "allow_msg_schedules=True",
+    ],
     "kv.py": [
         "the second writer lost: db.port is 6432",
         "history   -> ['db-1.internal', 'DEL', 'db-2.internal']",

@@ -38,6 +38,7 @@ from .publish import (
 )
 from .pull import PullSubscriber, PullSubscription
 from .push import JetStreamSubscription, PushSubscriber
+from .schedule import MessageScheduling
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Client
@@ -59,6 +60,7 @@ class JetStream(
     DeadLetterHelper,
     KeyValueFactory,
     ObjectStoreFactory,
+    MessageScheduling,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 

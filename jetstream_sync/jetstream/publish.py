@@ -37,10 +37,14 @@ from .._timeouts import Deadline, check_timeout
 from ..msg import Headers, HeadersLike, Msg
 from . import api
 from ._response import parse_api_response
+from .schedule import ScheduleLike, cancel_headers, schedule_headers
 
 if TYPE_CHECKING:  # pragma: no cover
+    from datetime import timedelta, tzinfo
+
     from .._seam import Core
     from ..client import Client
+    from .api_level import ApiLevels
 
 __all__ = [
     "DEFAULT_RETRY_ATTEMPTS",
@@ -282,6 +286,7 @@ class Publisher:
     _async: Optional[AsyncPublisher]
     _async_max_pending: int
     _async_stall_wait: float
+    _levels: ApiLevels
     # The context's defaults (JetStream's publish_retry_attempts / publish_retry_wait).
     _retry_attempts: int = DEFAULT_RETRY_ATTEMPTS
     _retry_wait: float = DEFAULT_RETRY_WAIT
@@ -304,6 +309,13 @@ class Publisher:
         retry_attempts: Optional[int] = None,
         retry_wait: Optional[float] = None,
         expected_last_subject_seq_subject: Optional[str] = None,
+        schedule: Optional[ScheduleLike] = None,
+        schedule_target: Optional[str] = None,
+        schedule_ttl: Optional[Union[float, timedelta, str]] = None,
+        schedule_source: Optional[str] = None,
+        schedule_time_zone: Optional[Union[str, tzinfo]] = None,
+        schedule_rollup: bool = False,
+        cancel_schedule: Optional[str] = None,
     ) -> api.PubAck:
         """Publish to a stream and wait for its ack (a :class:`PubAck`).
 
@@ -323,6 +335,16 @@ class Publisher:
         ``expected_last_subject_seq_subject`` (with ``expected_last_subject_seq``): the
         subject, or wildcard, whose last message must have that sequence, instead of
         ``subject``'s (``Nats-Expected-Last-Subject-Sequence-Subject``).
+
+        ``schedule`` makes this message a schedule (ADR-51; the stream needs
+        ``allow_msg_schedules``): the stream keeps it on ``subject`` and publishes its body
+        and headers to ``schedule_target`` at an aware ``datetime``, every ``timedelta``, or
+        on a cron (``"0 30 * * * *"``, six fields, seconds first; ``schedule_time_zone``
+        for a zone other than UTC). ``schedule_ttl`` is the produced messages' TTL,
+        ``schedule_source`` a subject whose last message is published instead,
+        ``schedule_rollup=True`` makes each produced message replace the target's earlier
+        ones. ``cancel_schedule`` names a schedule's subject that this publish removes,
+        atomically. See ``jetstream/schedule.py``.
         """
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
         attempts = (
@@ -332,6 +354,26 @@ class Publisher:
         if payload is not None or stream is not None or msg_ttl is not None:
             data, expected_stream, headers = nats_py_names(
                 data, payload, expected_stream, stream, headers, msg_ttl
+            )
+        if (
+            schedule is not None
+            or schedule_target is not None
+            or schedule_ttl is not None
+            or schedule_source is not None
+            or schedule_time_zone is not None
+            or schedule_rollup
+            or cancel_schedule is not None
+        ):
+            headers = self._scheduled(
+                subject,
+                headers,
+                schedule,
+                schedule_target,
+                schedule_ttl,
+                schedule_source,
+                schedule_time_zone,
+                schedule_rollup,
+                cancel_schedule,
             )
         hdrs = publish_headers(
             headers,
@@ -363,6 +405,43 @@ class Publisher:
                     raise no_stream_error(subject, sent, wait, t) from None
                 raise
             return pub_ack(reply.data, subject)
+
+    def _scheduled(
+        self,
+        subject: str,
+        headers: Optional[HeadersLike],
+        schedule: Optional[ScheduleLike],
+        target: Optional[str],
+        ttl: Optional[Union[float, timedelta, str]],
+        source: Optional[str],
+        time_zone: Optional[Union[str, tzinfo]],
+        rollup: bool,
+        cancel: Optional[str],
+    ) -> Headers:
+        """The headers of a schedule, or of a publish that cancels one (jetstream/schedule.py),
+        once the server is known to have the API level they need."""
+        if cancel is not None:
+            if schedule is not None:
+                raise errors.InvalidArgumentError(
+                    "give schedule or cancel_schedule, not both (a schedule published to a "
+                    "subject replaces the one held there already)"
+                )
+            if target is not None or ttl is not None or source is not None:
+                raise errors.InvalidArgumentError(
+                    "cancel_schedule takes no schedule_* keyword: it publishes a plain message"
+                )
+            merged, feature = cancel_headers(subject, headers, cancel)
+        elif schedule is None:
+            raise errors.InvalidArgumentError(
+                "schedule_target, schedule_ttl, schedule_source, schedule_time_zone and "
+                "schedule_rollup go with schedule=, which is missing"
+            )
+        else:
+            merged, feature = schedule_headers(
+                subject, headers, schedule, target, ttl, source, time_zone, rollup
+            )
+        self._levels.require(feature)
+        return merged
 
     # --- pipelined ----------------------------------------------------------------------
 
@@ -402,6 +481,13 @@ class Publisher:
         retry_attempts: Optional[int] = None,
         retry_wait: Optional[float] = None,
         expected_last_subject_seq_subject: Optional[str] = None,
+        schedule: Optional[ScheduleLike] = None,
+        schedule_target: Optional[str] = None,
+        schedule_ttl: Optional[Union[float, timedelta, str]] = None,
+        schedule_source: Optional[str] = None,
+        schedule_time_zone: Optional[Union[str, tzinfo]] = None,
+        schedule_rollup: bool = False,
+        cancel_schedule: Optional[str] = None,
     ) -> Future[api.PubAck]:
         """Publish without waiting; the Future resolves to the PubAck or the error.
 
@@ -413,6 +499,7 @@ class Publisher:
         ``expected_last_subject_seq_subject`` as in :meth:`publish`: a 503 (no stream
         answered) is sent again from the timer thread, within the future's timeout, before
         the future fails with :class:`NoStreamResponseError`.
+        The ``schedule*`` keywords and ``cancel_schedule`` as in :meth:`publish`.
         """
         if timeout is not None:
             timeout = check_timeout(timeout, "timeout")
@@ -428,6 +515,26 @@ class Publisher:
         if payload is not None or stream is not None or msg_ttl is not None:
             data, expected_stream, headers = nats_py_names(
                 data, payload, expected_stream, stream, headers, msg_ttl
+            )
+        if (
+            schedule is not None
+            or schedule_target is not None
+            or schedule_ttl is not None
+            or schedule_source is not None
+            or schedule_time_zone is not None
+            or schedule_rollup
+            or cancel_schedule is not None
+        ):
+            headers = self._scheduled(
+                subject,
+                headers,
+                schedule,
+                schedule_target,
+                schedule_ttl,
+                schedule_source,
+                schedule_time_zone,
+                schedule_rollup,
+                cancel_schedule,
             )
         if (
             msg_id is None
