@@ -36,6 +36,7 @@ from .errors import (
     ConsumerNotFoundError,
     ConsumerSequenceMismatchError,
     DigestMismatchError,
+    DurableSourceError,
     InvalidArgumentError,
     InvalidBucketNameError,
     InvalidObjectNameError,
@@ -46,8 +47,11 @@ from .errors import (
     LameDuckModeError,
     LinkIsABucketError,
     MaxPayloadError,
+    MessageScheduleError,
+    MessageSchedulesDisabledError,
     MessagesLostError,
     MessageTooLargeError,
+    MessageTTLDisabledError,
     NATSError,
     NoConsumerResponseError,
     NoHeartbeatError,
@@ -175,6 +179,7 @@ __all__ = [
     "DeliverPolicy",
     "DigestMismatchError",
     "DiscardPolicy",
+    "DurableSourceError",
     "Headers",
     "InvalidArgumentError",
     "InvalidBucketNameError",
@@ -189,6 +194,9 @@ __all__ = [
     "LinkIsABucketError",
     "MaxDeliveriesAdvisory",
     "MaxPayloadError",
+    "MessageScheduleError",
+    "MessageSchedulesDisabledError",
+    "MessageTTLDisabledError",
     "MessageTooLargeError",
     "MessagesContext",
     "MessagesLostError",
@@ -329,6 +337,39 @@ __all__ += [
     "SecureConnWantedError",
     "ServerNotInPoolError",
     "UnexpectedEOF",
+]
+
+# Atomic batch publish (ADR-50): js.batch_publish()
+from .errors import (  # noqa: E402
+    BatchClosedError,
+    BatchCommitInvalidError,
+    BatchDuplicateMsgIdError,
+    BatchError,
+    BatchIdInvalidError,
+    BatchIncompleteError,
+    BatchNotCommittedError,
+    BatchNotEnabledError,
+    BatchPublishError,
+    BatchSequenceMissingError,
+    BatchTooLargeError,
+    BatchTooManyInflightError,
+    BatchUnsupportedHeaderError,
+)
+
+__all__ += [
+    "BatchClosedError",
+    "BatchCommitInvalidError",
+    "BatchDuplicateMsgIdError",
+    "BatchError",
+    "BatchIdInvalidError",
+    "BatchIncompleteError",
+    "BatchNotCommittedError",
+    "BatchNotEnabledError",
+    "BatchPublishError",
+    "BatchSequenceMissingError",
+    "BatchTooLargeError",
+    "BatchTooManyInflightError",
+    "BatchUnsupportedHeaderError",
 ]
 
 # Fast-ingest batches (ADR-50, issue 29)

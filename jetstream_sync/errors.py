@@ -52,13 +52,6 @@ message names the problem (the subject, the limit, the server's words) and never
         ├── NoConsumerResponseError (also NoRespondersError)  a pull nobody answered (503)
         ├── NoHeartbeatError                          a consumer's idle heartbeats stopped coming
         ├── ConsumerSequenceMismatchError             a gap in a push consumer's sequence
-        ├── FastIngestError                           anything of a fast-ingest batch (ADR-50,
-        │   │                                         js.fast_publisher()): batch_id, batch_seq,
-        │   │                                         pub_ack (what the server kept, if known)
-        │   ├── FastIngestGapError                    messages that never reached the server
-        │   ├── FastIngestMessageError                a message the server refused (.error)
-        │   ├── FastIngestClosedError                 add/commit after commit() or close()
-        │   └── (FastIngestPublishError: also here)
         ├── PullStatusError(status, description)      a pull ended by a status that is an error:
         │   ├── ConsumerDeletedError                  409 Consumer Deleted
         │   ├── ConsumerIsPushBasedError              409 Consumer is push based
@@ -77,6 +70,18 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── KeyValueLimitMarkerTTLNotSupportedError   limit_marker_ttl on a server before 2.11
         │   ├── InvalidKeyError (also InvalidArgumentError)          a key KV cannot store
         │   └── InvalidBucketNameError (also ObjectStoreError, InvalidArgumentError)
+        ├── BatchError                                anything of an atomic batch (ADR-50,
+        │   │                                         js.batch_publish())
+        │   ├── BatchClosedError                      add/commit after commit, discard, failure
+        │   ├── BatchNotCommittedError                the with block ended without commit()
+        │   └── (BatchPublishError: also here)
+        ├── FastIngestError                           anything of a fast-ingest batch (ADR-50,
+        │   │                                         js.fast_publisher()): batch_id, batch_seq,
+        │   │                                         pub_ack (what the server kept, if known)
+        │   ├── FastIngestGapError                    messages that never reached the server
+        │   ├── FastIngestMessageError                a message the server refused (.error)
+        │   ├── FastIngestClosedError                 add/commit after commit() or close()
+        │   └── (FastIngestPublishError: also here)
         └── APIError(code, err_code, description)     the server's API error, by err_code:
             ├── NotFoundError                         any other 404 (nats-py's name), and:
             │   ├── StreamNotFoundError               10059
@@ -93,8 +98,26 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── ConsumerDoesNotExistError         10149 (update of a missing consumer)
             │   ├── MessageTooLargeError              10054
             │   ├── ConsumerInvalidResetError         10204 (reset_consumer against the policy)
-            │   └── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
-            ├── FastIngestPublishError (also FastIngestError)  the server refused a batch:
+            │   ├── PriorityGroupError                10159-10162, 10178, 10196, 10197 (ADR-42)
+            │   ├── MessageTTLDisabledError           10166: a TTL on a stream without allow_msg_ttl
+            │   ├── MessageScheduleError              10186, 10187, 10189-10192, 10203, 10212,
+            │   │   │                                 10223: a message schedule refused (ADR-51)
+            │   │   └── MessageSchedulesDisabledError 10188: the stream has no allow_msg_schedules
+            │   ├── DurableSourceError                10213, 10215, 10216, 10218-10222: a source or
+            │   │                                     mirror's own consumer refused (ADR-60)
+            │   └── (the 400s of BatchPublishError and FastIngestPublishError below: also here)
+            ├── BatchPublishError (also BatchError)   an atomic batch refused, nothing stored:
+            │   ├── BatchNotEnabledError              10174: the stream lacks allow_atomic
+            │   ├── BatchIncompleteError              10176: a message missing, or 10 s idle
+            │   ├── BatchSequenceMissingError         10175
+            │   ├── BatchUnsupportedHeaderError       10177 (Nats-Expected-Last-Msg-Id)
+            │   ├── BatchIdInvalidError               10179 (longer than 64 characters)
+            │   ├── BatchTooLargeError                10199 (the server's limit, 1000 by default)
+            │   ├── BatchCommitInvalidError           10200 (Nats-Batch-Commit not 1 or eob)
+            │   ├── BatchDuplicateMsgIdError          10201 (a Nats-Msg-Id seen before)
+            │   │   (the eight above are BadRequestErrors too: 400)
+            │   └── BatchTooManyInflightError         10210 (429): 50 open batches per stream
+            ├── FastIngestPublishError (also FastIngestError)  a fast-ingest batch refused:
             │   ├── FastIngestNotEnabledError         10205: the stream lacks allow_batched
             │   ├── FastIngestInvalidPatternError     10206: a reply subject it cannot read
             │   ├── FastIngestInvalidBatchIdError     10207 (longer than 64 characters)
@@ -106,9 +129,9 @@ message names the problem (the subject, the limit, the server's words) and never
             ├── JetStreamServerError (also ServerError)   any 500
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
-    Every err_code above is a 400 or a 404 in nats-server's errors.json (but 10211, a 429),
-    so nats-py code's ``except BadRequestError`` / ``except NotFoundError`` catches the same
-    answers here.
+    Every err_code above is a 400 or a 404 in nats-server's errors.json (but the 429s 10210
+    and 10211), so nats-py code's ``except BadRequestError`` / ``except NotFoundError``
+    catches the same answers here.
 
 Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
 
@@ -163,6 +186,7 @@ __all__ = [
     "ConsumerSequenceMismatchError",
     "DigestMismatchError",
     "DrainTimeoutError",
+    "DurableSourceError",
     "Error",
     "FlushTimeoutError",
     "InvalidArgumentError",
@@ -178,6 +202,9 @@ __all__ = [
     "LameDuckModeError",
     "LinkIsABucketError",
     "MaxPayloadError",
+    "MessageScheduleError",
+    "MessageSchedulesDisabledError",
+    "MessageTTLDisabledError",
     "MessageTooLargeError",
     "MessagesLostError",
     "MsgAlreadyAckdError",
@@ -501,14 +528,22 @@ class APIError(JetStreamError):
     """An error answer of the JetStream API: HTTP-like ``code``, server ``err_code``."""
 
     def __init__(
-        self, code: int = 0, err_code: int = 0, description: str = "", *, subject: str = ""
+        self,
+        code: int = 0,
+        err_code: int = 0,
+        description: str = "",
+        *,
+        subject: str = "",
+        explanation: str = "",
     ) -> None:
         self.code = code
         self.err_code = err_code
-        self.description = description
+        self.description = description  # the server's own words
         self.subject = subject  # the API subject, for programs; the message says it in words
         where = f" ({api_call_words(subject)})" if subject else ""
-        super().__init__(f"{description} [code={code} err_code={err_code}]{where}")
+        # What went wrong and what to do, when the caller knows more than the server says.
+        said = f"{explanation} (the server: {description})" if explanation else description
+        super().__init__(f"{said} [code={code} err_code={err_code}]{where}")
 
 
 class BadPullRequestError(PullStatusError, APIError):
@@ -633,6 +668,76 @@ class PriorityGroupError(BadRequestError):
     (ADR-42) — e.g. unpinning a group the consumer does not have."""
 
 
+class MessageTTLDisabledError(BadRequestError):
+    """10166: a message with a TTL (``msg_ttl``, or a schedule's ``schedule_ttl``) for a
+    stream that does not allow them."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}: create or update the stream with allow_msg_ttl=True"
+
+
+# What to do about each refusal of a message schedule (ADR-51), after the server's words.
+_SCHEDULE_HINTS = {
+    10186: "a mirror cannot allow_msg_schedules",
+    10187: "a stream with sources cannot allow_msg_schedules",
+    10188: "create or update the stream with allow_msg_schedules=True",
+    10189: "the schedule must be '@at <RFC 3339 time>', '@every <1 s or more>', @hourly and "
+    "the like, or a cron of six fields, seconds first, that fires within five years; a time "
+    "zone goes with a cron only",
+    10190: "schedule_target must be a literal subject of the same stream, other than the "
+    "schedule's own",
+    10191: 'schedule_ttl must be 1 s or more, or "never"',
+    10192: "the only rollup a schedule takes is 'sub' (schedule_rollup=True)",
+    10203: "schedule_source must be a literal subject of the same stream, other than the "
+    "schedule's own and its target",
+    10212: "cancel_schedule must name another subject, one that holds a schedule",
+    10223: "schedule_time_zone must be a zone name the server's tzdata knows "
+    "('Europe/Amsterdam', 'UTC'), not an offset",
+}
+
+
+class MessageScheduleError(BadRequestError):
+    """10186, 10187, 10189-10192, 10203, 10212, 10223: the server refused a message schedule
+    (ADR-51) or a stream config for one; ``err_code`` says which part, the message what to
+    do."""
+
+    def __str__(self) -> str:
+        hint = _SCHEDULE_HINTS.get(self.err_code)
+        return f"{super().__str__()}: {hint}" if hint else super().__str__()
+
+
+class MessageSchedulesDisabledError(MessageScheduleError):
+    """10188: a schedule published to a stream that does not allow them: create or update
+    the stream with ``allow_msg_schedules=True``."""
+
+
+# What to do about each refusal of durable sourcing (ADR-60), after the server's words.
+_DURABLE_SOURCE_HINTS = {
+    10213: "a mirror's consumer needs a valid name and a literal deliver_subject, and the "
+    "mirror then takes no opt_start_seq, opt_start_time or filter_subject: configure those on "
+    "the consumer",
+    10215: "a source's consumer needs a valid name and a literal deliver_subject, and the "
+    "source then takes no opt_start_seq, opt_start_time or filter_subject: configure those on "
+    "the consumer",
+    10216: "two sources cannot read through one consumer: give each its own",
+    10218: "ack_policy=flow_control is for a push consumer: give it a deliver_subject",
+    10219: "ack_policy=flow_control needs flow_control=True",
+    10220: "ack_policy=flow_control needs max_ack_pending above 0",
+    10221: "ack_policy=flow_control takes no ack_wait or backoff: flow control acks",
+    10222: "ack_policy=flow_control takes no max_deliver (unlimited redeliveries)",
+}
+
+
+class DurableSourceError(BadRequestError):
+    """10213, 10215, 10216, 10218-10222: the server refused a source or mirror that reads
+    through a consumer of its own (ADR-60 durable sourcing: ``StreamSource.consumer``), or
+    that consumer's config (``ack_policy=flow_control``); the message says what to do."""
+
+    def __str__(self) -> str:
+        hint = _DURABLE_SOURCE_HINTS.get(self.err_code)
+        return f"{super().__str__()}: {hint}" if hint else super().__str__()
+
+
 class ApiLevelError(APIError):
     """10185 (412): the feature needs a newer JetStream API level (ADR-44) than the server
     has. Raised by the server for a request carrying ``Nats-Required-Api-Level``, and by the
@@ -659,6 +764,12 @@ _API_ERRORS = {
     10003: BadRequestError,
     10185: ApiLevelError,
     **dict.fromkeys((10159, 10160, 10161, 10162, 10178, 10196, 10197), PriorityGroupError),
+    10166: MessageTTLDisabledError,
+    **dict.fromkeys((10213, 10215, 10216, *range(10218, 10223)), DurableSourceError),
+    10188: MessageSchedulesDisabledError,
+    **dict.fromkeys(
+        (10186, 10187, 10189, 10190, 10191, 10192, 10203, 10212, 10223), MessageScheduleError
+    ),
 }
 
 
@@ -676,13 +787,16 @@ _BY_CODE: dict[int, type[APIError]] = {
 }
 
 
-def api_error(code: int, err_code: int, description: str, subject: str = "") -> APIError:
-    """The APIError subclass for an error answer; the one place err_codes are mapped."""
+def api_error(
+    code: int, err_code: int, description: str, subject: str = "", explanation: str = ""
+) -> APIError:
+    """The APIError subclass for an error answer; the one place err_codes are mapped.
+    ``explanation``: what the refusal means and what to do, said before the server's words."""
     if err_code in (10039, 10076):
         cls: type[APIError] = JetStreamNotEnabledAPIError
     else:
         cls = _API_ERRORS.get(err_code) or _BY_CODE.get(code, APIError)
-    return cls(code, err_code, description, subject=subject)
+    return cls(code, err_code, description, subject=subject, explanation=explanation)
 
 
 class JetStreamNotEnabledAPIError(APIError, JetStreamNotEnabledError):
@@ -863,6 +977,97 @@ class KeyValueLimitMarkerTTLNotSupportedError(KeyValueError):
 
 
 _API_CALLS["CONSUMER.RESET"] = ("reset consumer", ("stream", "consumer"))
+
+
+# --- Atomic batch publish (ADR-50, jetstream/batch.py) ------------------------------------
+
+__all__ += [
+    "BatchClosedError",
+    "BatchCommitInvalidError",
+    "BatchDuplicateMsgIdError",
+    "BatchError",
+    "BatchIdInvalidError",
+    "BatchIncompleteError",
+    "BatchNotCommittedError",
+    "BatchNotEnabledError",
+    "BatchPublishError",
+    "BatchSequenceMissingError",
+    "BatchTooLargeError",
+    "BatchTooManyInflightError",
+    "BatchUnsupportedHeaderError",
+]
+
+
+class BatchError(JetStreamError):
+    """Root of the atomic batch's errors (``js.batch_publish()``, ADR-50). Each but
+    BatchClosedError means the batch was abandoned: nothing of it is stored."""
+
+
+class BatchClosedError(BatchError):
+    """``add`` or ``commit`` on a batch that was committed, discarded, or failed."""
+
+
+class BatchNotCommittedError(BatchError):
+    """The ``with js.batch_publish()`` block ended without ``commit()``: the batch was
+    abandoned, none of its messages is stored."""
+
+
+class BatchPublishError(BatchError, APIError):
+    """The server refused an atomic batch: none of its messages is stored."""
+
+
+class BatchNotEnabledError(BatchPublishError, BadRequestError):
+    """10174: the stream does not allow atomic batches (its config lacks allow_atomic)."""
+
+
+class BatchIncompleteError(BatchPublishError, BadRequestError):
+    """10176: the server abandoned the batch: one of its messages is missing (refused, or
+    lost on the way), or the batch was idle for longer than the server waits (10 s)."""
+
+
+class BatchSequenceMissingError(BatchPublishError, BadRequestError):
+    """10175: a batch message without ``Nats-Batch-Sequence``."""
+
+
+class BatchUnsupportedHeaderError(BatchPublishError, BadRequestError):
+    """10177: a header batches cannot have (``Nats-Expected-Last-Msg-Id``)."""
+
+
+class BatchIdInvalidError(BatchPublishError, BadRequestError):
+    """10179: a batch id longer than 64 characters."""
+
+
+class BatchTooLargeError(BatchPublishError, BadRequestError):
+    """10199: more messages than the server allows in one batch (1000 by default)."""
+
+
+class BatchCommitInvalidError(BatchPublishError, BadRequestError):
+    """10200: a ``Nats-Batch-Commit`` that is neither ``1`` nor ``eob``."""
+
+
+class BatchDuplicateMsgIdError(BatchPublishError, BadRequestError):
+    """10201: a ``Nats-Msg-Id`` that another message of the batch has, or one the stream
+    stored within its duplicate window."""
+
+
+class BatchTooManyInflightError(BatchPublishError):
+    """10210 (429): the stream has as many open batches as the server allows (50 per
+    stream, 1000 per server by default); one is freed by a commit or an abandon."""
+
+
+_API_ERRORS.update(
+    {
+        10174: BatchNotEnabledError,
+        10176: BatchIncompleteError,
+        10175: BatchSequenceMissingError,
+        10177: BatchUnsupportedHeaderError,
+        10179: BatchIdInvalidError,
+        10199: BatchTooLargeError,
+        10200: BatchCommitInvalidError,
+        10201: BatchDuplicateMsgIdError,
+        10210: BatchTooManyInflightError,
+    }
+)
 
 
 # --- Fast-ingest batches (ADR-50, jetstream/fast_ingest.py) -------------------------------

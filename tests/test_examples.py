@@ -34,6 +34,13 @@ EXPECTED = {
     "auth.py": ["wrong password: AuthorizationError", "token: connected", "nkey: connected"],
     "streams.py": ["created ORDERS", "batched direct get: [1, 2, 3, 4, 5]", "err_code=10059"],
     "js_publish.py": ["duplicate=True", "expected_last_seq=1 refused", "10000 acks"],
+    "batch_publish.py": [
+        "committed -> batch of 3, sequences 1..3",
+        "abandoned -> USERS still has 3",
+        "stale     -> refused (wrong last sequence: 3), nothing stored",
+        "imported  -> 250 messages in one batch",
+        "refused   -> BatchNotEnabledError: atomic publish is disabled",
+    ],
     "pull_worker.py": ["handled 500 of 500 jobs", "left in the work queue: 0"],
     "process_pool.py": [
         "handled 600 of 600 orders, each once: True",
@@ -90,6 +97,14 @@ EXPECTED = {
         "kept 1",
         "gap ok: batch of 2, refused: [1]",
         "set allow_batched=True",
+    ],
+    "schedules.py": [
+        "reminder  -> 'call the customer' from schedules.reminder.42, not early: True",
+        "heartbeat -> ['still here', 'still here'], each kept 60 s",
+        "cancelled -> heartbeat: True",
+        "cancelled -> reminder: False",
+        "refused   -> cron schedule '*/5 * * * *' has 5 fields",
+        "allow_msg_schedules=True",
     ],
     "kv.py": [
         "the second writer lost: db.port is 6432",

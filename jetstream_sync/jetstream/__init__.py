@@ -100,3 +100,8 @@ __all__ = [
 
 # Key-Value
 __all__ += ["BucketStatus", "Entry", "KeyValue", "KeyValueConfig", "KeyWatcher"]
+
+# Atomic batch publish (ADR-50): js.batch_publish()
+from .batch import AtomicBatch  # noqa: E402
+
+__all__ += ["AtomicBatch"]

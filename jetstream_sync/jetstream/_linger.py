@@ -1,15 +1,16 @@
-"""The long pull a ``fetch`` leaves early, kept until the server is done with it (pull.py).
+"""The long pull a ``fetch`` leaves while it is live, kept until the server is done with it.
 
-``fetch(N)`` returns as soon as a long pull has brought some messages; the pull itself is
-still live on the server until it has sent N, a status ends it, or its ``expires`` passes.
-Seed 000 suggests an UNSUB of its inbox at once. That loses messages: the server picks a
-waiting pull for a message, then routes the message a moment later on another goroutine,
-and a server that accepts leafnode or gateway connections counts a pull under 2 s old as
-wanted even with nobody subscribed. A message picked for the pull then goes to nobody: a
-delivery counted toward ``max_deliver`` (with ``max_deliver=1`` the message is lost) and
-redelivered only later. So the inbox stays routed to the subscription's queue, the next
-fetch takes what the pull delivers and sends no pull of its own while it is live (pulls
-would pile up), and the UNSUB goes out once the pull has ended.
+A fetch may return while its pull is still live on the server: it timed out before the
+server's 408 came (the server counts the expiry from when it read the pull, later than the
+client sent it), or it returned early from a long pull sent after ``408 Requests Pending``.
+Removing its inbox then loses messages: the server picks a waiting pull for a message, then
+routes the message a moment later on another goroutine, and a server that accepts leafnode
+or gateway connections counts a pull under 2 s old as wanted even with nobody subscribed. A
+message picked for the pull then goes to nobody: a delivery counted toward ``max_deliver``
+(with ``max_deliver=1`` the message is lost) and redelivered only later. So the inbox stays
+routed to the subscription's queue, the next fetch takes what the pull delivers and sends no
+pull of its own while it is live (pulls would pile up), and the UNSUB goes out once the pull
+has ended: its last message, a status, or GRACE after its expiry as the client reckons it.
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ class LongPulls:
             return taken >= batch, False
         with self._lock:
             served = pull.left <= 0  # counted per inbox: late messages of others are not
-            # One that timed out has expired already: its 408 is late, and retire keeps it.
-            lingers = not (served or finished or closed) and pull.ends > time.monotonic()
+            # A fetch that timed out lingers too: the server's expiry counts from when it
+            # read the pull, later than ours, so the pull may still be live there.
+            lingers = not (served or finished or closed)
             pull.lingering = lingers
         if not lingers:
             self.current = None

@@ -564,7 +564,13 @@ class ExternalStream(Base):
 
 @dataclass(repr=False)
 class StreamConsumerSource(Base):
-    """A consumer a source or mirror reads through (nats-server 2.14+)."""
+    """Durable sourcing (ADR-60, nats-server 2.14+): the consumer, made beforehand on the
+    origin stream, that a source or mirror reads through, and its ``deliver_subject``. That
+    consumer is a push consumer with ``ack_policy=AckPolicy.FLOW_CONTROL`` (the server then
+    sets ``flow_control`` and a 1 s heartbeat; no ``ack_wait``, ``backoff`` or
+    ``max_deliver``); where to start and what to filter are its own config, so the source
+    takes no ``opt_start_seq``, ``opt_start_time`` or ``filter_subject``. The origin's
+    messages are acked as the sourcing stream stores them: a work-queue origin empties."""
 
     name: Optional[str] = None
     deliver_subject: Optional[str] = None
@@ -729,7 +735,9 @@ class APIErrorInfo(Base):
 
 @dataclass(repr=False)
 class StreamSourceInfo(Base):
-    """Progress of a mirror or source. ``active`` is seconds since last contact, -1e-9 never."""
+    """Progress of a mirror or source. ``active`` is seconds since last contact, -1e-9 never.
+    ``error`` is why it is stuck, e.g. 10217: its durable consumer (``StreamSource.consumer``)
+    does not ack by flow control."""
 
     name: str = ""
     lag: int = 0

@@ -28,8 +28,10 @@ __all__ = [
     "ATOMIC_BATCH",
     "BATCH_COMMIT_EOB",
     "BATCH_DIRECT_GET",
+    "CANCEL_SCHEDULE",
     "COUNTERS",
     "FAST_INGEST",
+    "REPEATING_SCHEDULES",
     "REQUIRED_API_LEVEL",
     "SCHEDULES",
     "ApiLevels",
@@ -44,6 +46,13 @@ REQUIRED_API_LEVEL = "Nats-Required-Api-Level"
 COUNTERS = ("counters (ADR-49)", 2)
 ATOMIC_BATCH = ("atomic batch publish (ADR-50)", 2)
 SCHEDULES = ("message schedules (ADR-51)", 2)
+# nats-server 2.12 knew @at only; 2.14 (level 4) brought the rest of ADR-51.
+REPEATING_SCHEDULES = (
+    "repeating message schedules (@every, cron) and a schedule's source, time zone or "
+    "rollup (ADR-51)",
+    4,
+)
+CANCEL_SCHEDULE = ("cancelling a message schedule by a publish (ADR-51)", 4)
 BATCH_COMMIT_EOB = ("an atomic batch committed without a final message (ADR-50)", 4)
 FAST_INGEST = ("fast-ingest batch publish (ADR-50)", 4)
 BATCH_DIRECT_GET = ("batch direct get (ADR-31)", 1)

@@ -22,6 +22,7 @@ from ..msg import Msg
 from ._response import parse_api_response
 from .advisories import AdvisoryWatching
 from .api_level import ApiLevels
+from .batch import AtomicBatchPublisher
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
 from .fast_ingest import FastIngest
@@ -38,6 +39,7 @@ from .publish import (
 )
 from .pull import PullSubscriber, PullSubscription
 from .push import JetStreamSubscription, PushSubscriber
+from .schedule import MessageScheduling
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Client
@@ -50,6 +52,7 @@ DEFAULT_API_PREFIX = "$JS.API"
 class JetStream(
     JetStreamManager,
     Publisher,
+    AtomicBatchPublisher,
     FastIngest,
     PullSubscriber,
     PushSubscriber,
@@ -59,6 +62,7 @@ class JetStream(
     DeadLetterHelper,
     KeyValueFactory,
     ObjectStoreFactory,
+    MessageScheduling,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 

@@ -31,15 +31,20 @@ from concurrent.futures import _base as _futures_base
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .. import errors
+from .._protocol import check_subscribe_subject
 from .._seam import raw_headers
 from .._timeouts import Deadline, check_timeout
 from ..msg import Headers, HeadersLike, Msg
 from . import api
 from ._response import parse_api_response
+from .schedule import ScheduleLike, cancel_headers, schedule_headers
 
 if TYPE_CHECKING:  # pragma: no cover
+    from datetime import timedelta, tzinfo
+
     from .._seam import Core
     from ..client import Client
+    from .api_level import ApiLevels
 
 __all__ = [
     "DEFAULT_RETRY_ATTEMPTS",
@@ -60,6 +65,9 @@ EXPECTED_STREAM = "Nats-Expected-Stream"
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+# The subject (or wildcard) whose last message Nats-Expected-Last-Subject-Sequence is checked
+# against, instead of the published subject (nats-server: only with that header, else 10193).
+EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 MSG_TTL = "Nats-TTL"
 
 _SWEEP = 0.05  # how often the timer looks for expired futures, seconds
@@ -75,14 +83,18 @@ def publish_headers(
     expected_last_seq: Optional[int] = None,
     expected_last_msg_id: Optional[str] = None,
     expected_last_subject_seq: Optional[int] = None,
+    expected_last_subject_seq_subject: Optional[str] = None,
 ) -> Optional[HeadersLike]:
-    """The user's headers plus the JetStream ones for the options that are set."""
+    """The user's headers plus the JetStream ones for the options that are set.
+    ``expected_last_subject_seq_subject``: check ``expected_last_subject_seq`` against the
+    last message on this subject (a wildcard too) instead of the published one."""
     if (
         msg_id is None
         and expected_stream is None
         and expected_last_seq is None
         and expected_last_msg_id is None
         and expected_last_subject_seq is None
+        and expected_last_subject_seq_subject is None
     ):
         return headers
     extra: List[Tuple[str, str]] = []
@@ -103,12 +115,30 @@ def publish_headers(
             if isinstance(number, bool) or not isinstance(number, int) or number < 0:
                 raise errors.InvalidArgumentError(f"{name} must be an int >= 0, got {number!r}")
             extra.append((name, str(number)))
+    if expected_last_subject_seq_subject is not None:
+        extra.append(
+            (
+                EXPECTED_LAST_SUBJECT_SEQ_SUBJECT,
+                _checked_seq_subject(expected_last_subject_seq_subject, expected_last_subject_seq),
+            )
+        )
     if not extra:
         return headers
     merged = Headers(headers) if headers else Headers()
     for name, value in extra:
         merged.add(name, value)
     return merged
+
+
+def _checked_seq_subject(subject: Any, seq: Optional[int]) -> str:
+    """``expected_last_subject_seq_subject``, checked: a subject (wildcards allowed), given
+    with ``expected_last_subject_seq`` (the server refuses it alone: 10193)."""
+    if seq is None:
+        raise errors.InvalidArgumentError(
+            "expected_last_subject_seq_subject names the subject expected_last_subject_seq is "
+            "checked against: give expected_last_subject_seq too"
+        )
+    return check_subscribe_subject(subject, "expected_last_subject_seq_subject")
 
 
 def check_retry_attempts(value: Any, what: str = "retry_attempts") -> int:
@@ -256,6 +286,7 @@ class Publisher:
     _async: Optional[AsyncPublisher]
     _async_max_pending: int
     _async_stall_wait: float
+    _levels: ApiLevels
     # The context's defaults (JetStream's publish_retry_attempts / publish_retry_wait).
     _retry_attempts: int = DEFAULT_RETRY_ATTEMPTS
     _retry_wait: float = DEFAULT_RETRY_WAIT
@@ -277,6 +308,14 @@ class Publisher:
         msg_ttl: Optional[Union[float, str]] = None,
         retry_attempts: Optional[int] = None,
         retry_wait: Optional[float] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
+        schedule: Optional[ScheduleLike] = None,
+        schedule_target: Optional[str] = None,
+        schedule_ttl: Optional[Union[float, timedelta, str]] = None,
+        schedule_source: Optional[str] = None,
+        schedule_time_zone: Optional[Union[str, tzinfo]] = None,
+        schedule_rollup: bool = False,
+        cancel_schedule: Optional[str] = None,
     ) -> api.PubAck:
         """Publish to a stream and wait for its ack (a :class:`PubAck`).
 
@@ -292,6 +331,20 @@ class Publisher:
         (``Nats-TTL``; whole seconds, at least 1, or ``"never"``), on a stream with
         ``allow_msg_ttl``. nats-py's positional order (``subject, payload, timeout``) is not
         ours: pass ``timeout`` by keyword.
+
+        ``expected_last_subject_seq_subject`` (with ``expected_last_subject_seq``): the
+        subject, or wildcard, whose last message must have that sequence, instead of
+        ``subject``'s (``Nats-Expected-Last-Subject-Sequence-Subject``).
+
+        ``schedule`` makes this message a schedule (ADR-51; the stream needs
+        ``allow_msg_schedules``): the stream keeps it on ``subject`` and publishes its body
+        and headers to ``schedule_target`` at an aware ``datetime``, every ``timedelta``, or
+        on a cron (``"0 30 * * * *"``, six fields, seconds first; ``schedule_time_zone``
+        for a zone other than UTC). ``schedule_ttl`` is the produced messages' TTL,
+        ``schedule_source`` a subject whose last message is published instead,
+        ``schedule_rollup=True`` makes each produced message replace the target's earlier
+        ones. ``cancel_schedule`` names a schedule's subject that this publish removes,
+        atomically. See ``jetstream/schedule.py``.
         """
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
         attempts = (
@@ -302,6 +355,26 @@ class Publisher:
             data, expected_stream, headers = nats_py_names(
                 data, payload, expected_stream, stream, headers, msg_ttl
             )
+        if (
+            schedule is not None
+            or schedule_target is not None
+            or schedule_ttl is not None
+            or schedule_source is not None
+            or schedule_time_zone is not None
+            or schedule_rollup
+            or cancel_schedule is not None
+        ):
+            headers = self._scheduled(
+                subject,
+                headers,
+                schedule,
+                schedule_target,
+                schedule_ttl,
+                schedule_source,
+                schedule_time_zone,
+                schedule_rollup,
+                cancel_schedule,
+            )
         hdrs = publish_headers(
             headers,
             msg_id,
@@ -309,6 +382,7 @@ class Publisher:
             expected_last_seq,
             expected_last_msg_id,
             expected_last_subject_seq,
+            expected_last_subject_seq_subject,
         )
         deadline = Deadline(t, f"JetStream publish to {subject!r}")
         sent = 0  # how many times the publish went out
@@ -331,6 +405,43 @@ class Publisher:
                     raise no_stream_error(subject, sent, wait, t) from None
                 raise
             return pub_ack(reply.data, subject)
+
+    def _scheduled(
+        self,
+        subject: str,
+        headers: Optional[HeadersLike],
+        schedule: Optional[ScheduleLike],
+        target: Optional[str],
+        ttl: Optional[Union[float, timedelta, str]],
+        source: Optional[str],
+        time_zone: Optional[Union[str, tzinfo]],
+        rollup: bool,
+        cancel: Optional[str],
+    ) -> Headers:
+        """The headers of a schedule, or of a publish that cancels one (jetstream/schedule.py),
+        once the server is known to have the API level they need."""
+        if cancel is not None:
+            if schedule is not None:
+                raise errors.InvalidArgumentError(
+                    "give schedule or cancel_schedule, not both (a schedule published to a "
+                    "subject replaces the one held there already)"
+                )
+            if target is not None or ttl is not None or source is not None:
+                raise errors.InvalidArgumentError(
+                    "cancel_schedule takes no schedule_* keyword: it publishes a plain message"
+                )
+            merged, feature = cancel_headers(subject, headers, cancel)
+        elif schedule is None:
+            raise errors.InvalidArgumentError(
+                "schedule_target, schedule_ttl, schedule_source, schedule_time_zone and "
+                "schedule_rollup go with schedule=, which is missing"
+            )
+        else:
+            merged, feature = schedule_headers(
+                subject, headers, schedule, target, ttl, source, time_zone, rollup
+            )
+        self._levels.require(feature)
+        return merged
 
     # --- pipelined ----------------------------------------------------------------------
 
@@ -369,6 +480,14 @@ class Publisher:
         wait_stall: Optional[float] = None,
         retry_attempts: Optional[int] = None,
         retry_wait: Optional[float] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
+        schedule: Optional[ScheduleLike] = None,
+        schedule_target: Optional[str] = None,
+        schedule_ttl: Optional[Union[float, timedelta, str]] = None,
+        schedule_source: Optional[str] = None,
+        schedule_time_zone: Optional[Union[str, tzinfo]] = None,
+        schedule_rollup: bool = False,
+        cancel_schedule: Optional[str] = None,
     ) -> Future[api.PubAck]:
         """Publish without waiting; the Future resolves to the PubAck or the error.
 
@@ -376,9 +495,11 @@ class Publisher:
         ``publish_async_max_pending`` acks are outstanding, the call waits for room up to
         ``wait_stall`` seconds (default: the context's ``publish_async_stall_wait``), then
         raises :class:`PublishStalledError` (nats-py's ``TooManyStalledMsgsError``).
-        ``payload``, ``stream``, ``msg_ttl``, ``retry_attempts`` and ``retry_wait`` as in
-        :meth:`publish`: a 503 (no stream answered) is sent again from the timer thread, within
-        the future's timeout, before the future fails with :class:`NoStreamResponseError`.
+        ``payload``, ``stream``, ``msg_ttl``, ``retry_attempts``, ``retry_wait`` and
+        ``expected_last_subject_seq_subject`` as in :meth:`publish`: a 503 (no stream
+        answered) is sent again from the timer thread, within the future's timeout, before
+        the future fails with :class:`NoStreamResponseError`.
+        The ``schedule*`` keywords and ``cancel_schedule`` as in :meth:`publish`.
         """
         if timeout is not None:
             timeout = check_timeout(timeout, "timeout")
@@ -396,11 +517,32 @@ class Publisher:
                 data, payload, expected_stream, stream, headers, msg_ttl
             )
         if (
+            schedule is not None
+            or schedule_target is not None
+            or schedule_ttl is not None
+            or schedule_source is not None
+            or schedule_time_zone is not None
+            or schedule_rollup
+            or cancel_schedule is not None
+        ):
+            headers = self._scheduled(
+                subject,
+                headers,
+                schedule,
+                schedule_target,
+                schedule_ttl,
+                schedule_source,
+                schedule_time_zone,
+                schedule_rollup,
+                cancel_schedule,
+            )
+        if (
             msg_id is None
             and expected_stream is None
             and expected_last_seq is None
             and expected_last_msg_id is None
             and expected_last_subject_seq is None
+            and expected_last_subject_seq_subject is None
         ):
             hdrs = headers  # the usual case, without a call: this path is hot
         else:
@@ -411,6 +553,7 @@ class Publisher:
                 expected_last_seq,
                 expected_last_msg_id,
                 expected_last_subject_seq,
+                expected_last_subject_seq_subject,
             )
         pub = self._async
         if pub is None or pub.closed:

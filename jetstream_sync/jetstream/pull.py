@@ -5,19 +5,23 @@ reply subject is where the server sends the messages; its body is built in one p
 :func:`pull_request_body`. On the wire, ``fetch(batch=N)`` is::
 
     SUB <inbox> <sid>                              a fresh inbox for this fetch
-    PUB ...MSG.NEXT.S.C <inbox> {"batch":N,"no_wait":true}
-      <- the messages already there, then 404 No Messages if they were fewer than N
-    after a bare 404 (nothing there): wait for messages with a long pull
-    UNSUB <sid> N+1                                the 404 was one; N more at most
-    PUB ...MSG.NEXT.S.C <inbox> {"batch":N,"expires":<timeout - margin in ns>}
+    UNSUB <sid> N                                  served in full, the server drops it
+    PUB ...MSG.NEXT.S.C <inbox> {"batch":N,"no_wait":true,"expires":<timeout - margin in ns>}
+      <- the messages already there, then 404 No Messages if they were fewer than N;
+         when none is there, the first ones to come, then the 404; or at expiry a 408
     UNSUB <sid>                                    once the pull can deliver no more
 
-and returns as soon as at least one message is there. A long pull it leaves early (fewer
-than N came) is still live on the server until its ``expires``. Seed 000 suggests an UNSUB
-at once; that loses messages (see ``_linger.py``), so the inbox stays routed to this
-subscription and the UNSUB waits until the pull has ended: its last message, its 408, or
-its expiry. The next fetch takes what it delivered, and sends no pull of its own while
-that one is live. ``fetch()`` of one message sends
+one request, as nats.go's Fetch: ``no_wait`` makes the server answer with what it has at
+once, and the expiry makes a pull it cannot serve yet (nothing there, or max_ack_pending
+reached) wait and then end by itself. A pull without an expiry would wait at the server
+with no end, and the fetch would have to take its inbox away while it is live; a message
+the server picks for it in that moment goes to nobody, counted as delivered, until its ack
+wait passes. So an inbox is never removed under a live pull (see ``_linger.py``): a fetch
+that times out before the server's 408 came (the server counts the expiry from when it
+read the pull, later) keeps the inbox routed until the pull ends, and the next fetch takes
+what it delivers and sends no pull of its own while it is live. ``408 Requests Pending``
+(other pulls wait first) is answered with a long pull on the same inbox (``UNSUB <sid>
+N+1``: the 408 counts). ``fetch()`` of one message sends
 its no_wait request to a wildcard inbox the subscription owns (``SUB <prefix>.*`` once,
 replies to ``<prefix>.<n>``): one publish per message when messages are waiting; only a
 long pull needs a fresh inbox.
@@ -116,6 +120,11 @@ def pull_request_body(
 
 
 _NO_WAIT_ONE = pull_request_body(1, no_wait=True)
+
+
+def _requests_pending(msg: Msg) -> bool:
+    """A 408 that refuses a no_wait pull because other pulls wait first, not its expiry."""
+    return msg.description.lower().startswith("requests pending")
 
 
 def _check_flag(value: Any) -> bool:
@@ -537,7 +546,17 @@ class PullSubscription:
         waiting = not no_wait_first  # a long pull is out
         pin = self._pins.for_pull(prio)
         try:
-            if no_wait_first:
+            if no_wait_first and hb is None and prio is None:
+                # One request, no_wait with an expiry (nats.go's Fetch): what is there now,
+                # up to its 404, else the first to come. Without an expiry a no_wait pull
+                # the server cannot serve yet (max_ack_pending reached) waits on it with no
+                # end, and taking its inbox away races a delivery: the message is lost
+                # until its ack wait. With one, it ends by itself and lingers till then.
+                self._send_long(
+                    sub, inbox, batch, deadline, None, alarm, None, unsub_after=batch, no_wait=True
+                )
+                auto_unsub = True
+            elif no_wait_first:
                 body = pull_request_body(batch, no_wait=True, priority=prio, pin_id=pin)
                 self._send(body, inbox)
             else:
@@ -586,8 +605,8 @@ class PullSubscription:
                     continue  # a status for an earlier pull, or a sign of life
                 finished = True
                 if (kind is NO_MESSAGES or kind is REQUEST_TIMEOUT) and not waiting and not msgs:
-                    if not long_pull:
-                        break
+                    if not long_pull or (kind is REQUEST_TIMEOUT and not _requests_pending(msg)):
+                        break  # (the second: the no_wait pull's own expiry ended it)
                     # Nothing there yet (404), or other clients' pulls wait before ours (408
                     # Requests Pending): wait for it with a long pull on the same inbox.
                     finished = False
@@ -629,6 +648,7 @@ class PullSubscription:
         alarm: float,
         prio: Optional[PullPriority],
         unsub_after: int,
+        no_wait: bool = False,
     ) -> Optional[HeartbeatWatch]:
         """A waiting pull (tracked in ``_pulls`` when it may be left to linger). UNSUB
         after ``unsub_after`` messages leaves no interest behind once it is served, but
@@ -640,6 +660,7 @@ class PullSubscription:
             self._pulls.track(sub, batch, time.monotonic() + expires / 1e9)
         body = pull_request_body(
             batch,
+            no_wait=no_wait,
             expires=expires,
             heartbeat=hb,
             priority=prio,

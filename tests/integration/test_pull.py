@@ -19,6 +19,8 @@ from support import lose_the_create_race
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy, ConsumerConfig
 from jetstream_sync._seam import core_of
+from jetstream_sync.jetstream import _linger as linger_module
+from jetstream_sync.jetstream import pull as pull_module
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name, wait_until
@@ -87,7 +89,7 @@ def traced(
         yield nc, js, trace
 
 
-def test_fetch_n_wire_no_wait_then_long_pull(
+def test_fetch_n_wire_one_no_wait_pull_with_an_expiry(
     traced: Tuple[nats.Client, JetStream, Path],
 ) -> None:
     nc, js, trace = traced
@@ -96,21 +98,20 @@ def test_fetch_n_wire_no_wait_then_long_pull(
         psub.fetch(5, timeout=1.0)
     nc.flush()
     ops = pull_ops(client_ops(trace))
-    (sub, _), (pub1, body1), (unsub_n, _), (pub2, body2), (unsub, _) = ops[-5:]
+    (sub, _), (unsub_n, _), (pub, body), (unsub, _) = ops[-4:]
     sid = sub.split()[-1]
     inbox = sub.split()[1]
-    assert pub1.startswith(f"PUB $JS.API.CONSUMER.MSG.NEXT.W.d {inbox} ")
-    assert body1 == '{"batch":5,"no_wait":true}'
-    assert unsub_n == f"UNSUB {sid} 6"  # batch + 1: the 404 counted
-    assert pub2.startswith(f"PUB $JS.API.CONSUMER.MSG.NEXT.W.d {inbox} ")
-    long = json.loads(body2)
-    assert set(long) == {"batch", "expires"} and long["batch"] == 5
-    # expires: the timeout less the 100 ms margin, less what the no_wait round took.
-    assert 0 < long["expires"] <= 0.9e9
+    assert unsub_n == f"UNSUB {sid} 5"  # served by the batch, the server drops the inbox
+    assert pub.startswith(f"PUB $JS.API.CONSUMER.MSG.NEXT.W.d {inbox} ")
+    pull = json.loads(body)
+    # One request (nats.go's Fetch): what is there now, else the first to come, and an
+    # expiry so it ends by itself: the timeout less the 100 ms margin.
+    assert set(pull) == {"batch", "no_wait", "expires"} and pull["batch"] == 5
+    assert pull["no_wait"] is True and 0 < pull["expires"] <= 0.9e9
     assert unsub == f"UNSUB {sid}"  # the 408 ended it with interest left: removed
 
 
-def test_fetch_n_with_messages_waiting_needs_no_long_pull(
+def test_fetch_n_with_messages_waiting_takes_them_with_one_pull(
     traced: Tuple[nats.Client, JetStream, Path],
 ) -> None:
     nc, js, trace = traced
@@ -121,11 +122,12 @@ def test_fetch_n_with_messages_waiting_needs_no_long_pull(
     assert [m.data for m in msgs] == [b"0", b"1", b"2"]
     nc.flush()
     ops = pull_ops(client_ops(trace))
-    sub, pub, unsub = ops[-3:]
+    sub, unsub_n, pub, unsub = ops[-4:]
     sid = sub[0].split()[-1]
-    assert pub[1] == '{"batch":5,"no_wait":true}'
+    assert unsub_n[0] == f"UNSUB {sid} 5"
+    assert json.loads(pub[1])["no_wait"] is True  # the 404 after the three ends it at once
     assert unsub[0] == f"UNSUB {sid}"
-    assert not any('"expires"' in payload for _, payload in ops)
+    assert len([op for op, _ in ops if "MSG.NEXT" in op]) == 1
 
 
 def test_fetch_one_uses_the_subscription_wildcard_inbox(
@@ -210,35 +212,88 @@ def trace_lines(trace: Path) -> List[str]:
     return trace.read_text(errors="replace").splitlines()
 
 
-def test_a_pull_left_early_stays_until_it_ends_and_what_it_sends_is_kept(
+def test_a_fetch_that_returns_early_leaves_no_pull_waiting(
     traced: Tuple[nats.Client, JetStream, Path],
 ) -> None:
+    """fetch(10) got one message: its no_wait pull ended there (the server's 404 once it
+    had nothing more), so no pull of this subscription holds the next message hostage
+    while the application works (another worker can take it)."""
     _, js, trace = traced
     psub = js.pull_subscribe("w.x", durable="d")
     publish_to_the_long_pull(js, "W", "d", "w.x")
     assert [m.data for m in psub.fetch(10, timeout=6)] == [b"0"]
-    # The long pull asked for 10 and got 1: it is live at the server until its expiry. Its
-    # inbox stays, so what it delivers now is kept for the next fetch, not sent to no one.
-    assert js.consumer_info("W", "d").num_waiting == 1
+    assert js.consumer_info("W", "d").num_waiting == 0
     js.publish("w.x", b"1")
-    wait_until(lambda: psub.pending == 1, what="the message kept for the next fetch")
+    wait_until(lambda: js.consumer_info("W", "d").num_pending == 1, what="1 waits at the server")
+    assert psub.pending == 0
     again = psub.fetch(10, timeout=5)
     assert [(m.data, m.metadata.num_delivered) for m in again] == [(b"1", 1)]
-    # It ends at its expiry, with the server's 408; only then does the UNSUB go out.
-    wait_until(lambda: js.consumer_info("W", "d").num_waiting == 0, 15, "the pull's expiry")
     ops = pull_ops(client_ops(trace))
-    inbox = next(op for op, body in ops if '"expires"' in body).split()[2]
+    pulls = [body for op, body in ops if "MSG.NEXT" in op]
+    assert len(pulls) == 2 and all(json.loads(b)["no_wait"] for b in pulls)
+
+
+def test_a_fetch_that_times_out_keeps_its_pull_until_the_server_ends_it(
+    js: JetStream, stream: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server counts a pull's expiry from when it reads the pull, later than the fetch
+    sent it, so on a loaded machine the pull outlives the fetch that gave up. Removing its
+    inbox then races a delivery: a message picked for the pull goes to nobody until its ack
+    wait. Here the server reads the pull "10 s late": its expiry is 10 s after the fetch's
+    timeout, while the client's reckoning says it ended before. The pull stays (until the
+    server ends it, however late: GRACE made long), what it delivers is kept for the next
+    fetch, and once it has ended (its 404 after that message) the next fetch pulls anew."""
+    monkeypatch.setattr(pull_module, "EXPIRES_MARGIN", -10.0)
+    monkeypatch.setattr(linger_module, "GRACE", 30.0)
+    track = linger_module.LongPulls.track
+    monkeypatch.setattr(
+        linger_module.LongPulls,
+        "track",
+        lambda self, sub, batch, ends: track(self, sub, batch, ends - 10.1),
+    )
+    psub = js.pull_subscribe(subj(stream), durable="w")
+    with pytest.raises(nats.TimeoutError):
+        psub.fetch(2, timeout=0.5)
+    assert js.consumer_info(stream, "w").num_waiting == 1  # its pull, still live
+    js.publish(subj(stream), b"0")
+    wait_until(lambda: psub.pending == 1, what="the pull's late message, kept")
+    got = psub.fetch(2, timeout=5)
+    assert [(m.data, m.metadata.num_delivered) for m in got] == [(b"0", 1)]
+    assert js.consumer_info(stream, "w").num_waiting == 0
+    js.publish(subj(stream), b"1")
+    assert [m.data for m in psub.fetch(2, timeout=5)] == [b"1"]
+
+
+def test_a_pull_waiting_on_max_ack_pending_is_ended_by_the_server_not_by_the_timeout(
+    traced: Tuple[nats.Client, JetStream, Path],
+) -> None:
+    """Another member holds max_ack_pending, so our fetch's pull waits at the server and
+    the fetch times out. Had the pull no expiry, it would wait there with no end and the
+    fetch would have to remove its inbox while it is live: a message picked for it in that
+    moment goes to nobody until its ack wait (the usage matrix saw it: "redelivered, so
+    once lost"). It has one: the server ends it (408) before its inbox goes."""
+    nc, js, trace = traced
+    js.add_consumer("W", durable_name="shared", filter_subject="w.x", max_ack_pending=1)
+    ours = js.pull_subscribe("w.x", "shared")
+    with nats.connect(str(nc.connected_url)) as other:
+        theirs = other.jetstream().pull_subscribe("w.x", "shared")
+        js.publish("w.x", b"0")
+        held = theirs.fetch(1, timeout=5)[0]
+        js.publish("w.x", b"1")
+        wait_until(lambda: ours.consumer_info().num_pending == 1, what="1 counted")
+        with pytest.raises(nats.TimeoutError):
+            ours.fetch(5, timeout=1.0)
+        nc.flush()
+        held.ack_sync()
+    ops = pull_ops(client_ops(trace))
+    inbox = next(op for op, body in ops if '"batch":5' in body).split()[2]
     sid = next(op.split()[-1] for op, _ in ops if op.startswith(f"SUB {inbox} "))
-
-    def unsub_line() -> int:
-        lines = trace_lines(trace)
-        return next((n for n, ln in enumerate(lines) if f"<<- [UNSUB {sid}]" in ln), 0)
-
-    at = wait_until(unsub_line, 10, "the UNSUB once the pull ended")
-    timeout_408 = [
-        n for n, ln in enumerate(trace_lines(trace)) if f"->> [HMSG {inbox} {sid} " in ln
-    ]
-    assert timeout_408 and timeout_408[-1] < at, "the UNSUB went out before the pull ended"
+    lines = trace_lines(trace)
+    unsub = next(n for n, ln in enumerate(lines) if f"<<- [UNSUB {sid}]" in ln)
+    ended = [n for n, ln in enumerate(lines) if f"->> [HMSG {inbox} {sid} " in ln]
+    assert ended and ended[0] < unsub, "the inbox went while the pull was live"
+    info = js.consumer_info("W", "shared")  # "1" was sent nowhere: it waits, unacked by none
+    assert (info.num_pending, info.num_ack_pending, info.num_waiting) == (1, 0, 0)
 
 
 def test_a_message_for_a_pull_left_early_is_not_lost_on_a_leafnode_server(
@@ -264,28 +319,13 @@ def test_a_message_for_a_pull_left_early_is_not_lost_on_a_leafnode_server(
             m.ack()
 
 
-def test_a_pull_left_early_and_then_served_in_full_is_not_waited_for(
-    js: JetStream, stream: str
-) -> None:
-    """The pull a fetch left early asked for 2 and sends its second message later: then it
-    is over (the server dropped its inbox at the UNSUB count), and a fetch after that pulls
-    anew at once instead of waiting for that pull's expiry (30 s here)."""
-    psub = js.pull_subscribe(subj(stream), durable="w")
-    publish_to_the_long_pull(js, stream, "w", subj(stream))
-    assert [m.data for m in psub.fetch(2, timeout=30)] == [b"0"]
-    js.publish(subj(stream), b"1")
-    wait_until(lambda: psub.pending == 1, what="the pull's second message, kept")
-    assert [m.data for m in psub.fetch(2, timeout=5)] == [b"1"]
-    js.publish(subj(stream), b"2")
-    assert [m.data for m in psub.fetch(2, timeout=5)] == [b"2"]
-
-
 def test_a_reconnect_ends_the_wait_for_a_pull_left_early(
-    server_factory: Callable[..., NATSServer],
+    server_factory: Callable[..., NATSServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A crashed and restarted server has forgotten the pull a fetch left early, and had
-    no time to say so: the next fetch must not wait for it (it would until that pull's
-    expiry, 120 s here), but pull anew."""
+    """A crashed and restarted server has forgotten the pull a fetch left behind (one that
+    outlived the fetch's timeout: made to here, by 120 s), and had no time to say so: the
+    next fetch must not wait for it, but pull anew."""
+    monkeypatch.setattr(pull_module, "EXPIRES_MARGIN", -120.0)
     srv = server_factory(jetstream=True)
     reconnected = threading.Event()
     with nats.connect(
@@ -297,16 +337,15 @@ def test_a_reconnect_ends_the_wait_for_a_pull_left_early(
         js = nc.jetstream()
         js.add_stream(name="RS", subjects=["rs.>"])  # file storage: it survives the restart
         psub = js.pull_subscribe("rs.x", durable="w")
-        publish_to_the_long_pull(js, "RS", "w", "rs.x")
-        assert [m.data for m in psub.fetch(10, timeout=120)] == [b"0"]
+        with pytest.raises(nats.TimeoutError):
+            psub.fetch(10, timeout=0.5)
+        assert js.consumer_info("RS", "w").num_waiting == 1  # left behind, live
         srv.kill()  # no goodbye to the pull (a stop would end it with a status)
         srv.start()
         assert reconnected.wait(20), "no reconnect"
         js.publish("rs.x", b"after", timeout=15)
-        got = [m.data for m in psub.fetch(10, timeout=10)]
-        # "0" may come again: the server writes a consumer's delivered state to disk up
-        # to 100 ms after the delivery (filestore's flush loop), and kill -9 can beat it.
-        assert got in ([b"after"], [b"0", b"after"]), got
+        # Waiting for the lost pull would run out the timeout: FetchTimeoutError.
+        assert [m.data for m in psub.fetch(10, timeout=10)] == [b"after"]
 
 
 def test_fetches_that_return_early_leave_at_most_one_pull_waiting(

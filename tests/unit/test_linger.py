@@ -8,7 +8,7 @@ import queue
 import time
 from typing import Callable, List, Optional, Tuple
 
-from jetstream_sync.jetstream._linger import WAKE, LongPulls
+from jetstream_sync.jetstream._linger import GRACE, WAKE, LongPulls
 from jetstream_sync.msg import Msg
 
 
@@ -124,16 +124,24 @@ def test_a_message_that_came_before_the_fetch_left_is_counted_too() -> None:
     assert pulls.current is None
 
 
-def test_no_linger_for_a_pull_that_ended_timed_out_or_is_closing() -> None:
-    for finished, closed, ends_in in (
-        (True, False, 30.0),
-        (False, True, 30.0),
-        (False, False, -1.0),
-    ):
-        pulls, core, sub, _ = setup(batch=5, ends_in=ends_in)
+def test_no_linger_for_a_pull_that_ended_or_is_closing() -> None:
+    for finished, closed in ((True, False), (False, True)):
+        pulls, core, sub, _ = setup(batch=5, ends_in=30.0)
         served, lingers = pulls.leave(sub, 1, 5, finished=finished, closed=closed)  # type: ignore[arg-type]
         assert (served, lingers) == (False, False)
         assert pulls.current is None and core.timers == []
+
+
+def test_a_pull_past_its_reckoned_expiry_still_lingers_for_the_grace() -> None:
+    """The fetch timed out and the client reckons the pull expired a second ago; the server
+    read it later, so it may still be live there: the inbox stays for GRACE (or until its
+    408 comes), not removed at once under a live pull."""
+    pulls, core, sub, _ = setup(batch=5, ends_in=-1.0)
+    served, lingers = pulls.leave(sub, 0, 5, finished=False, closed=False)  # type: ignore[arg-type]
+    assert (served, lingers) == (False, True)
+    ((delay, _),) = core.timers
+    assert delay == GRACE
+    assert core.wire == []
 
 
 def test_a_pull_it_does_not_track_is_served_by_count() -> None:
