@@ -242,7 +242,7 @@ def test_lost_acks_are_asked_for_again(js: JetStream, batched: str) -> None:
             and not msg.subject.endswith(".4.$FI")
         )
 
-    with js.fast_publisher(flow=10, ack_timeout=0.6) as pub:
+    with js.fast_publisher(flow=10, ack_timeout=1.5) as pub:
         with drop_inbound(js.nc, first_acks) as dropped:
             for _ in range(25):
                 pub.add(subject, b"m")  # stalls at 20 until a ping's answer comes
