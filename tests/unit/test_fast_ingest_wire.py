@@ -3,6 +3,8 @@ messages and final PubAcks as we read them, the argument checks, the err_code ma
 
 from __future__ import annotations
 
+from typing import Callable, List
+
 import pytest
 
 import jetstream_sync as nats
@@ -150,3 +152,36 @@ def test_the_stop_errors_keep_what_they_are_about() -> None:
     )
     assert isinstance(refused.error, nats.StreamWrongLastSequenceError)
     assert isinstance(gap, nats.FastIngestError) and isinstance(refused, nats.JetStreamError)
+
+
+class _Timers:
+    def __init__(self) -> None:
+        self.later: List[Callable[[], None]] = []
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        self.later.append(fn)
+
+
+def test_queue_own_reply_queues_the_frame_and_wakes_the_flusher_late() -> None:
+    """The seam's queue_own_reply (fast ingest's per-message publish): the same frame as
+    publish_own_reply, queued; the flusher is woken only by the linger timer (if nobody
+    wrote meanwhile) or once 256 frames wait, not per frame."""
+    from jetstream_sync._link import Link
+    from jetstream_sync._outbox import _ACK_BATCH, Outbox
+
+    outbox = Outbox(Link(), lambda err: None)
+    outbox.pub_fast = True
+    timers = _Timers()
+    outbox.timers = timers  # type: ignore[assignment]
+    outbox.queue_own_reply("fi.a", b"data", "_INBOX.x.100.fail.2.1.$FI", None)
+    assert list(outbox.out) == [b"PUB fi.a _INBOX.x.100.fail.2.1.$FI 4\r\ndata\r\n"]
+    assert not outbox.kicked and len(timers.later) == 1
+    outbox.queue_own_reply("fi.a", b"data", "_INBOX.x.100.fail.3.1.$FI", {"K": "v"})
+    assert list(outbox.out)[1].startswith(b"HPUB fi.a _INBOX.x.100.fail.3.1.$FI ")
+    assert not outbox.kicked and len(timers.later) == 1  # one linger for the lot
+    timers.later.pop()()  # nobody wrote them meanwhile: now the flusher
+    assert outbox.kicked
+    outbox.kicked = False
+    for i in range(_ACK_BATCH):
+        outbox.queue_own_reply("fi.a", b"d", f"r.{i}", None)
+    assert outbox.kicked and len(outbox.out) == _ACK_BATCH + 2
