@@ -1,46 +1,50 @@
 """Fast-ingest batch publishing (ADR-50, nats-server 2.14+): ``js.fast_publisher()``.
 
 A fast-ingest batch moves messages into a stream (one with ``allow_batched``) without an ack
-per message. Every message carries a reply subject that tells the server what it is::
+per message. Each message's reply subject tells the server where it is in the batch
+(``<inbox>.<flow>.<gap>.<batch seq>.<operation>.$FI``: ``_fast_wire.py`` builds them and
+reads the answers). The server answers on that subject, so one wildcard subscription of the
+batch's own (``<inbox>.>``, not the request mux: dropping it stops the server's answers at
+once) hears everything: a flow ack every ``flow`` messages at most (cumulative: the ack for
+300 covers a lost one for 200), a gap (messages that never arrived), a refused message (an
+expectation such as ``expected_last_seq`` failed), and the final PubAck.
 
-    <inbox>.<flow>.<gap>.<batch seq>.<operation>.$FI
-
-``<inbox>`` is an inbox of the batch's own (``_INBOX.<id>``; its last token is the batch
-id), ``<flow>`` the most messages per ack the client allows, ``<gap>`` ``fail`` or ``ok``,
-then the message's sequence in the batch and the operation: 0 start, 1 append, 2 commit with
-this message stored, 3 commit without it (end of batch, EOB), 4 ping. The server answers on
-that subject, so one wildcard subscription (``<inbox>.>``, a subscription of its own, not
-the request mux: dropping it stops the server's answers at once) hears everything:
-
-* ``{"type":"ack","seq":N,"msgs":M}`` (BatchFlowAck): messages up to N are stored (with gap
-  "ok": some of them are), and from now on an ack comes every M messages. The first message
-  gets one with N = 0 and the flow the server grants. Acks are cumulative: the ack for 300
-  covers a lost one for 200.
-* ``{"type":"gap","last_seq":L,"seq":N}`` (BatchFlowGap): messages L..N-1 never arrived.
-* ``{"type":"err","seq":N,"error":{...}}`` (BatchFlowErr): message N was refused (an
-  expectation such as ``expected_last_seq`` failed).
-* a PubAck with ``batch`` and ``count``: the batch has ended (the commit, or a stop).
-
-The publisher sends while fewer than ``flow x max_outstanding_acks`` messages are unacked,
-then waits for the next ack (a Condition the reading thread's hook notifies). With gap
-"fail" a gap or a refused message ends the batch: the server stores nothing after it and
-sends its final PubAck, and ``add``/``commit`` raise the gap or refusal with that PubAck
-attached. With gap "ok" both are only reported (``error_cb`` and ``pub.errors``) and the
-batch goes on. Fast ingest is not atomic: what the server stored stays stored, whatever
-happens to the batch afterwards.
+The publisher queues messages while fewer than ``flow x max_outstanding_acks`` are unacked
+(``queue_own_reply``: no flusher wake-up), writes them from its own thread every 32 KiB and
+with the message that fills the window, then waits for the next ack: it reads the socket
+itself (``read_here``; the hook runs in its thread), or, while another thread reads, waits on
+a Condition that thread's hook notifies. With gap "fail" a gap or a refused message ends the
+batch: the server stores nothing after it and sends its final PubAck, and ``add``/``commit``
+raise the gap or refusal with that PubAck attached. With gap "ok" both are only reported
+(``error_cb`` and ``pub.errors``) and the batch goes on. Fast ingest is not atomic: what the
+server stored stays stored, whatever happens to the batch afterwards.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, TypeVar, Union
 
 from .. import errors
 from .._seam import raw_headers
 from .._timeouts import SIGNAL_SLICE, Deadline, check_timeout
 from ..msg import HeadersLike, Msg
 from . import api, api_level
+from ._fast_wire import (
+    GAP_MODES,
+    OP_COMMIT,
+    OP_COMMIT_EOB,
+    OP_PING,
+    FlowAck,
+    FlowErr,
+    FlowGap,
+    Reply,
+    check_flow,
+    check_max_outstanding,
+    parse_reply,
+    reply_head,
+    reply_subject,
+)
 from .publish import nats_py_names, publish_headers
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,25 +53,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .._seam import Core
     from ..client import Client
 
-__all__ = [
-    "FastIngest",
-    "FastPubAck",
-    "FastPublisher",
-    "FlowAck",
-    "FlowErr",
-    "FlowGap",
-    "parse_reply",
-    "reply_head",
-    "reply_subject",
-]
+__all__ = ["FastIngest", "FastPubAck", "FastPublisher"]
 
-OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)
-SUFFIX = ".$FI"
-GAP_MODES = ("fail", "ok")
-MAX_FLOW = 65535  # the server keeps the flow in 16 bits (and clamps larger ones)
-# ADR-50: 1 acts like a windowed publish_async, 2 keeps the server busy while an ack is on
-# its way (the usual best), 3 suits long round trips; more only queues more in the server.
-MAX_OUTSTANDING_ACKS = 3
 DEFAULT_FLOW = 100
 DEFAULT_MAX_OUTSTANDING_ACKS = 2
 # How long a waiting publisher leaves the reading to another thread before it looks again.
@@ -75,16 +62,6 @@ _HANDOFF = 0.005
 # Payload bytes queued before add() writes them itself, window full or not: the server gets
 # a long window in pieces as it fills, and the flusher is not woken to do it.
 _WRITE_CHUNK = 32 * 1024
-
-
-def reply_head(inbox: str, flow: int, gap: str) -> str:
-    """``<inbox>.<flow>.<gap>.``: what every reply subject of a batch starts with."""
-    return f"{inbox}.{flow}.{gap}."
-
-
-def reply_subject(head: str, seq: int, op: int) -> str:
-    """The reply subject of batch sequence ``seq`` with operation ``op``."""
-    return f"{head}{seq}.{op}{SUFFIX}"
 
 
 class FastPubAck(NamedTuple):
@@ -100,115 +77,7 @@ class FastPubAck(NamedTuple):
 _new_ack = tuple.__new__
 
 
-class FlowAck(NamedTuple):
-    """BatchFlowAck: messages up to ``seq`` are stored; an ack comes every ``msgs``."""
-
-    seq: int
-    msgs: int
-
-
-class FlowGap(NamedTuple):
-    """BatchFlowGap: messages ``last_seq`` .. ``seq - 1`` never reached the server."""
-
-    last_seq: int
-    seq: int
-
-
-class FlowErr(NamedTuple):
-    """BatchFlowErr: the server refused message ``seq`` with ``error``."""
-
-    seq: int
-    error: errors.APIError
-
-
-Reply = Union[FlowAck, FlowGap, FlowErr, api.PubAck, errors.APIError]
 _E = TypeVar("_E", bound=errors.FastIngestError)
-
-_ACK_HEAD = b'{"type":"ack","seq":'  # how nats-server writes every BatchFlowAck
-_ACK_MSGS = b',"msgs":'
-
-# What to do about the server's refusals of a batch as a whole, added to its words.
-_HINTS = {
-    10205: "stream {stream!r} does not take fast-ingest batches: set allow_batched=True on it",
-    10206: "the server could not read the batch's reply subject",
-    10207: "the batch id (the last token of the batch's inbox) is over 64 characters",
-    10208: "the server no longer knows this batch: it ended, or it was abandoned after 10 s "
-    "without a message",
-    10211: "too many fast-ingest batches are open on this stream or server; retry when some end",
-}
-
-
-def parse_reply(data: bytes) -> Reply:
-    """What the server sent on a batch's reply subject: a flow message (FlowAck, FlowGap,
-    FlowErr), the final PubAck, or the APIError of a refusal (returned, not raised).
-    JetStreamError for anything else."""
-    if data.startswith(_ACK_HEAD) and data.endswith(b"}"):  # the usual one, without json
-        seq, sep, msgs = data[len(_ACK_HEAD) : -1].partition(_ACK_MSGS)
-        if sep and seq.isdigit() and msgs.isdigit():
-            return FlowAck(int(seq), int(msgs))
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError):
-        obj = None
-    if not isinstance(obj, dict):
-        raise errors.JetStreamError(f"fast-ingest batch: a reply that is not JSON: {data[:80]!r}")
-    kind = obj.get("type")
-    if kind == "ack":
-        return FlowAck(_count(obj, "seq", data), _count(obj, "msgs", data))
-    if kind == "gap":
-        return FlowGap(_count(obj, "last_seq", data), _count(obj, "seq", data))
-    if kind == "err":
-        return FlowErr(_count(obj, "seq", data), _refusal(obj.get("error"), "", data))
-    if kind is not None:
-        raise errors.JetStreamError(f"fast-ingest batch: a reply of unknown type {kind!r}")
-    if obj.get("error") is not None:
-        stream = obj.get("stream")
-        return _refusal(obj["error"], stream if isinstance(stream, str) else "", data)
-    if not isinstance(obj.get("stream"), str):
-        raise errors.JetStreamError(f"fast-ingest batch: a reply that is no PubAck: {data[:80]!r}")
-    return api.PubAck.from_dict(obj)
-
-
-def _count(obj: Any, key: str, data: bytes) -> int:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise errors.JetStreamError(f"fast-ingest batch: no {key!r} in the reply {data[:80]!r}")
-    return value
-
-
-def _refusal(err: Any, stream: str, data: bytes) -> errors.APIError:
-    """The mapped APIError of an error object, with what to do about it where we know."""
-    if not isinstance(err, dict):
-        raise errors.JetStreamError(f"fast-ingest batch: a malformed error in {data[:80]!r}")
-    code, err_code = err.get("code"), err.get("err_code")
-    code = code if isinstance(code, int) and not isinstance(code, bool) else 0
-    err_code = err_code if isinstance(err_code, int) and not isinstance(err_code, bool) else 0
-    description = str(err.get("description", ""))
-    hint = _HINTS.get(err_code)
-    if hint:
-        description = f"{description}: {hint.format(stream=stream)}"
-    return errors.api_error(code, err_code, description)
-
-
-def check_flow(flow: Any) -> int:
-    if isinstance(flow, bool) or not isinstance(flow, int) or not 1 <= flow <= MAX_FLOW:
-        raise errors.InvalidArgumentError(
-            f"flow (the most messages per ack) must be an int from 1 to {MAX_FLOW}, got {flow!r}"
-        )
-    return flow
-
-
-def check_max_outstanding(value: Any) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_OUTSTANDING_ACKS
-    ):
-        raise errors.InvalidArgumentError(
-            f"max_outstanding_acks must be 1, 2 or 3 (ADR-50: each ack stands for up to "
-            f"flow messages; 2 is the usual best), got {value!r}"
-        )
-    return value
 
 
 class FastPublisher:

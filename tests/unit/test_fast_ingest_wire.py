@@ -10,7 +10,7 @@ import pytest
 import jetstream_sync as nats
 from jetstream_sync import errors
 from jetstream_sync.jetstream import api
-from jetstream_sync.jetstream.fast_ingest import (
+from jetstream_sync.jetstream._fast_wire import (
     OP_APPEND,
     OP_COMMIT,
     OP_COMMIT_EOB,
