@@ -61,6 +61,11 @@ EXPECTED = {
         "unpinned B: new pin at once, now C",
         "each of 50 jobs handled exactly once: True",
     ],
+    "pcgroups_worker_pool.py": [
+        "members: ['w2', 'w3']",
+        "handled 240 of 240 events",
+        "every account in order, each event once: True",
+    ],
     "overflow.py": ["remote got   0, backlog now 80", "each of 150 jobs handled once: True"],
     "prioritized.py": [
         "both waiting: priority 0 got 5, priority 1 got 0",

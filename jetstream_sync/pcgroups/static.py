@@ -1,0 +1,260 @@
+"""Static partitioned consumer groups (orbit.go's ``StaticConsume``, ``CreateStatic``, ...).
+
+The stream's subjects already start with the partition number (a subject transform on the
+stream puts it there, e.g. ``{{Partition(10,1)}}.orders.{{Wildcard(1)}}``). Each member has
+a durable ``<group>-<member>`` on the stream itself, filtered to its partitions. The
+membership is fixed at creation: any change of the record ends every member (delete and create
+the group again to change it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Sequence
+
+from .. import errors
+from ..jetstream.api import ConsumerConfig
+from ..jetstream.context import JetStream
+from ..jetstream.kv import KV_DEL, KV_PURGE, Entry, KeyWatcher
+from .errors import (
+    ConsumerGroupChangedError,
+    ConsumerGroupConfigError,
+    ConsumerGroupExistsError,
+    NotAMemberError,
+)
+from .member import (
+    ConsumerGroupConsumeContext,
+    MemberRunner,
+    MessageHandler,
+    log,
+    member_timers,
+    pinned_template,
+)
+from .partitions import (
+    PRIORITY_GROUP,
+    STATIC_BUCKET,
+    config_key,
+    static_consumer_name,
+    static_partition_filters,
+)
+from .records import MemberMapping, StaticConsumerGroupConfig
+from .store import bucket, check_handler, check_name, check_names, check_stream, read_record
+
+__all__ = [
+    "create_static",
+    "delete_static",
+    "get_static_config",
+    "list_static",
+    "static_active_members",
+    "static_consume",
+    "static_member_step_down",
+]
+
+
+def get_static_config(js: JetStream, stream: str, group: str) -> StaticConsumerGroupConfig:
+    """The group's config as stored (ConsumerGroupNotFoundError if there is none)."""
+    kv = bucket(js, STATIC_BUCKET, "static")
+    entry = read_record(kv, check_stream(stream), check_name(group, "group"), "static")
+    config = StaticConsumerGroupConfig.from_json(entry.value)
+    config.validate()
+    return config
+
+
+def create_static(
+    js: JetStream,
+    stream: str,
+    group: str,
+    max_members: int,
+    filters: Optional[Sequence[str]] = None,
+    members: Optional[Sequence[str]] = None,
+    member_mappings: Optional[Sequence[MemberMapping]] = None,
+) -> StaticConsumerGroupConfig:
+    """Create a static group on ``stream`` (whose subjects start with the partition number):
+    ``max_members`` partitions shared out among ``members`` (balanced) or as
+    ``member_mappings`` say; ``filters`` (subject filters after the partition token) narrow
+    what it consumes. The same config again is fine; a different one is
+    ConsumerGroupExistsError. The bucket is made when missing (the stream's replicas)."""
+    config = StaticConsumerGroupConfig(
+        max_members=_max_members(max_members),
+        filters=check_names(filters, "filters", subject=True),
+        members=check_names(members, "members"),
+        member_mappings=list(member_mappings or []),
+    )
+    config.validate()
+    stream = check_stream(stream)
+    group = check_name(group, "group")
+    info = js.stream_info(stream)
+    kv = bucket(js, STATIC_BUCKET, "static", create_replicas=info.config.num_replicas or 1)
+    key = config_key(stream, group)
+    try:
+        existing = kv.get(key)
+    except errors.KeyNotFoundError:
+        try:
+            kv.create(key, config.to_json())
+            return config
+        except errors.KeyWrongLastSequenceError:
+            existing = kv.get(key)  # another creator was first: compare with theirs
+    current = StaticConsumerGroupConfig.from_json(existing.value)
+    if current != config:
+        raise ConsumerGroupExistsError(
+            f"static consumer group {key!r} exists with a different config "
+            f"({existing.value.decode(errors='replace')}): delete it first to change it"
+        )
+    return current
+
+
+def delete_static(js: JetStream, stream: str, group: str) -> None:
+    """Delete the group's record (its running members end) and its members' consumers."""
+    stream, group = check_stream(stream), check_name(group, "group")
+    kv = bucket(js, STATIC_BUCKET, "static")
+    try:
+        kv.delete(config_key(stream, group))
+    except errors.KeyNotFoundError:
+        pass
+    failed: List[str] = []
+    for name in js.consumer_names(stream):
+        if name.startswith(f"{group}-"):
+            try:
+                js.delete_consumer(stream, name)
+            except errors.NotFoundError:
+                pass
+            except errors.NATSError as exc:
+                failed.append(f"{name}: {exc}")
+    if failed:
+        raise errors.JetStreamError(
+            f"static consumer group {stream}.{group}: could not delete: {'; '.join(failed)}"
+        )
+
+
+def list_static(js: JetStream, stream: str) -> List[str]:
+    """The names of the static groups on ``stream``."""
+    stream = check_stream(stream)
+    kv = bucket(js, STATIC_BUCKET, "static")
+    try:
+        keys = kv.keys(f"{stream}.*")
+    except errors.NoKeysError:
+        return []
+    return [k.split(".", 1)[1] for k in keys]
+
+
+def static_active_members(js: JetStream, stream: str, group: str) -> List[str]:
+    """The members that have an instance pulling now (their consumer has waiting pulls)."""
+    config = get_static_config(js, stream, group)
+    names = config.members or [m.member for m in config.member_mappings]
+    by_consumer = {static_consumer_name(group, m): m for m in names}
+    return [
+        by_consumer[ci.name]
+        for ci in js.consumers_info(stream)
+        if ci.name in by_consumer and ci.num_waiting
+    ]
+
+
+def static_member_step_down(js: JetStream, stream: str, group: str, member: str) -> None:
+    """Unpin the member's pinned instance: another instance of it takes over."""
+    stream, group = check_stream(stream), check_name(group, "group")
+    member = check_name(member, "member")
+    js.unpin_consumer(stream, static_consumer_name(group, member), PRIORITY_GROUP)
+
+
+def static_consume(
+    js: JetStream,
+    stream: str,
+    group: str,
+    member: str,
+    cb: MessageHandler,
+    config: Optional[ConsumerConfig] = None,
+) -> ConsumerGroupConsumeContext:
+    """Join the static group as ``member``: ``cb(msg)`` runs for each message of its
+    partitions (subject without the partition token), one instance of the member at a time.
+    ``config`` is the template of the member's consumer (ack_wait, max_ack_pending, ...)."""
+    stream, group = check_stream(stream), check_name(group, "group")
+    member = check_name(member, "member")
+    check_handler(cb)
+    template = member_timers(config)
+    js.stream_info(stream)  # StreamNotFoundError now rather than from the first pull
+    group_config = get_static_config(js, stream, group)
+    if not group_config.is_in_membership(member):
+        raise NotAMemberError(
+            f"{member!r} is not a member of static consumer group {stream}.{group} "
+            f"(members: {group_config.members or [m.member for m in group_config.member_mappings]})"
+        )
+    kv = bucket(js, STATIC_BUCKET, "static")
+    watcher = kv.watch(config_key(stream, group))
+    runner = _StaticMember(js, stream, group, member, cb, template, watcher, group_config)
+    try:
+        runner.join()
+    except BaseException:
+        watcher.stop()
+        raise
+    runner.start()
+    return ConsumerGroupConsumeContext(runner)
+
+
+def _max_members(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConsumerGroupConfigError(f"max_members must be an int >= 1, got {value!r}")
+    return value
+
+
+class _StaticMember(MemberRunner):
+    def __init__(
+        self,
+        js: JetStream,
+        stream: str,
+        group: str,
+        member: str,
+        cb: MessageHandler,
+        template: ConsumerConfig,
+        watcher: KeyWatcher,
+        group_config: StaticConsumerGroupConfig,
+    ) -> None:
+        super().__init__(js, f"{stream}.{group}-{member}", stream, cb, template, watcher)
+        self.member = member
+        self.group_config = group_config
+        self.consumer_name = static_consumer_name(group, member)
+
+    def join(self) -> None:
+        """Create (or find, the same) the member's durable and pull from it."""
+        filters = static_partition_filters(self.group_config, self.member)
+        if not filters:
+            return  # beyond max_members: a member that gets no partition
+        cfg = dataclasses.replace(
+            pinned_template(self.config),
+            durable_name=self.consumer_name,
+            name=None,
+            filter_subject=None,
+            filter_subjects=filters,
+        )
+        self.js.add_consumer(self.consumer_stream, cfg)
+        self.start_consuming(self.consumer_name)
+
+    def on_idle(self) -> None:
+        if not self.consuming:
+            try:
+                self.join()
+            except errors.NATSError as exc:
+                log.warning("%s: could not join: %s", self.label, exc)
+
+    def _end(self, reason: Optional[errors.NATSError]) -> bool:
+        # The member's durable goes with it, as in orbit.go: a new config means new filters.
+        self.stop_consuming()
+        self.delete_consumer(self.consumer_name)
+        self.reason = reason
+        return True
+
+    def on_entry(self, entry: Entry) -> Optional[bool]:
+        if entry.operation in (KV_DEL, KV_PURGE):
+            return self._end(None)
+        try:
+            new = StaticConsumerGroupConfig.from_json(entry.value)
+            new.validate()
+        except ConsumerGroupConfigError as exc:
+            return self._end(exc)
+        if new != self.group_config:
+            return self._end(
+                ConsumerGroupChangedError(
+                    f"static consumer group {self.label}: its config changed, which a static "
+                    f"group cannot follow: member ended"
+                )
+            )
+        return None

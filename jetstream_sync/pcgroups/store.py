@@ -1,0 +1,82 @@
+"""Reaching the groups' records, and the argument checks every entry point shares."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Sequence
+
+from .. import errors
+from ..jetstream.api import StorageType, check_stream_name
+from ..jetstream.context import JetStream
+from ..jetstream.kv import Entry, KeyValue
+from .errors import ConsumerGroupNotFoundError
+from .partitions import config_key
+
+__all__ = ["bucket", "check_handler", "check_name", "check_names", "check_stream", "read_record"]
+
+# A group or member name is a token of the record's key and part of consumer and stream names:
+# no dots, wildcards, whitespace or path separators.
+_NAME = re.compile(r"[^.*>\s/\\]+\Z")
+_SUBJECT = re.compile(r"\S+\Z")
+
+
+def check_stream(stream: object) -> str:
+    return check_stream_name(stream)
+
+
+def check_name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise errors.InvalidArgumentError(
+            f"{what} must be a non-empty name without '.', '*', '>', '/', '\\' or whitespace, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def check_names(values: Optional[Sequence[str]], what: str, subject: bool = False) -> List[str]:
+    """A list of member names (or of subject filters, ``subject=True``)."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise errors.InvalidArgumentError(f"{what} must be a list, got the string {values!r}")
+    out = []
+    for value in values:
+        if subject:
+            if not isinstance(value, str) or not _SUBJECT.match(value):
+                raise errors.InvalidArgumentError(
+                    f"{what}: each must be a subject filter without whitespace, got {value!r}"
+                )
+            out.append(value)
+        else:
+            out.append(check_name(value, f"{what} entry"))
+    return out
+
+
+def check_handler(cb: object) -> None:
+    if not callable(cb):
+        raise errors.InvalidArgumentError(
+            f"a message handler (cb) must be callable, got {type(cb).__name__}"
+        )
+
+
+def bucket(js: JetStream, name: str, kind: str, create_replicas: Optional[int] = None) -> KeyValue:
+    """The groups' bucket; made (file storage, that many replicas) if ``create_replicas``."""
+    try:
+        return js.key_value(name)
+    except errors.BucketNotFoundError:
+        if create_replicas is None:
+            raise ConsumerGroupNotFoundError(
+                f"there are no {kind} consumer groups: the bucket {name!r} does not exist "
+                f"(create_{kind} makes it)"
+            ) from None
+    return js.create_key_value(bucket=name, replicas=create_replicas, storage=StorageType.FILE)
+
+
+def read_record(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
+    key = config_key(stream, group)
+    try:
+        return kv.get(key)
+    except errors.KeyNotFoundError:
+        raise ConsumerGroupNotFoundError(
+            f"{kind} consumer group {key!r} does not exist (create_{kind} makes it)"
+        ) from None
