@@ -380,6 +380,63 @@ def js_publish_with_ids(
     return acks.finish()
 
 
+def fast_ingest(
+    conn: RawConn, subject: str, payload: bytes, n: int, flow: int, max_outstanding: int
+) -> Dict[str, object]:
+    """A fast-ingest batch (ADR-50) of n messages and nothing else: SUB ``<inbox>.>``, the
+    first message with ``<inbox>.<flow>.fail.1.0.$FI`` and a wait for the server's first
+    flow ack, then ``PUB <subject> <inbox>.<flow>.fail.<seq>.1.$FI`` frames buffered and
+    written every 32 KiB; once ``flow x max_outstanding`` messages are unacked (the flow the
+    server sends in its acks), the buffer is written and acks are read until there is room.
+    An EOB commit (``<seq>.3.$FI``, no payload) ends it; returns the final PubAck's JSON.
+    Any gap, refused message or error ends the run with RawError."""
+    inbox = f"_INBOX.rawfi.{time.monotonic_ns()}"
+    sid = conn.sub(inbox + ".>")
+    head = b"PUB %b %b.%d.fail." % (subject.encode(), inbox.encode(), flow)
+    tail = b".1.$FI %d\r\n%b\r\n" % (len(payload), payload)
+    read, sendall = conn.read, conn.sock.sendall
+    acked = limit = 0
+
+    def take(msg: Optional[Msg]) -> Optional[Dict[str, object]]:
+        """A flow ack moves the window (None); the final PubAck is returned."""
+        nonlocal acked, limit
+        if msg is None:
+            return None
+        if msg[2] is not None:
+            raise RawError(f"a status on the batch's inbox: {msg[2][:40]!r}")
+        body = json.loads(msg[3])
+        if body.get("type") == "ack":
+            acked = max(acked, body["seq"])
+            limit = acked + body["msgs"] * max_outstanding
+            return None
+        if "type" in body or "error" in body:
+            raise RawError(f"the batch stopped: {msg[3][:200]!r}")
+        return dict(body)
+
+    sendall(
+        b"PUB %b %b.%d.fail.1.0.$FI %d\r\n%b\r\n"
+        % (subject.encode(), inbox.encode(), flow, len(payload), payload)
+    )
+    while not limit:
+        if take(read()) is not None:
+            raise RawError("the batch ended at its first message")
+    out = bytearray()
+    for seq in range(2, n + 1):
+        out += head + b"%d" % seq + tail
+        if seq >= limit or len(out) >= WRITE_CHUNK:
+            sendall(out)
+            out.clear()
+            while seq >= limit:
+                if take(read()) is not None:
+                    raise RawError(f"the batch ended at message {seq}")
+    sendall(bytes(out) + head + b"%d.3.$FI 0\r\n\r\n" % (n + 1))
+    while True:
+        final = take(read())
+        if final is not None:
+            sendall(f"UNSUB {sid}\r\n".encode())
+            return final
+
+
 def range_read(conn: RawConn, stream: str, consumer: str, n: int, batch: int) -> int:
     """What the Spark source does for a range, and nothing else: an ack-none consumer
     (made by the caller) pulled ``batch`` at a time with two pulls out, every delivery kept

@@ -371,3 +371,33 @@ __all__ += [
     "BatchTooManyInflightError",
     "BatchUnsupportedHeaderError",
 ]
+
+# Fast-ingest batches (ADR-50, issue 29)
+from .errors import (  # noqa: E402
+    FastIngestClosedError,
+    FastIngestError,
+    FastIngestGapError,
+    FastIngestInvalidBatchIdError,
+    FastIngestInvalidPatternError,
+    FastIngestMessageError,
+    FastIngestNotEnabledError,
+    FastIngestPublishError,
+    FastIngestTooManyInflightError,
+    FastIngestUnknownBatchError,
+)
+from .jetstream.fast_ingest import FastPubAck, FastPublisher  # noqa: E402
+
+__all__ += [
+    "FastIngestClosedError",
+    "FastIngestError",
+    "FastIngestGapError",
+    "FastIngestInvalidBatchIdError",
+    "FastIngestInvalidPatternError",
+    "FastIngestMessageError",
+    "FastIngestNotEnabledError",
+    "FastIngestPublishError",
+    "FastIngestTooManyInflightError",
+    "FastIngestUnknownBatchError",
+    "FastPubAck",
+    "FastPublisher",
+]

@@ -96,6 +96,13 @@ class Core(Protocol):
         """Publish with a reply subject we made, queued with the rest (publish_async)."""
         ...
 
+    def queue_own_reply(
+        self, subject: str, data: Any, reply: str, headers: Optional[HeadersLike]
+    ) -> None:
+        """publish_own_reply for a caller that writes the buffer itself soon (with
+        send_request): the flusher wakes only if the frame is still queued a moment later."""
+        ...
+
     def publish_trusted(self, subject: str, data: bytes) -> None:
         """Publish to a subject the server gave us (an ack or flow-control reply)."""
         ...
@@ -184,6 +191,7 @@ class _ClientCore:
         self.api_request = client._requests.api_request
         self.send_request = outbox.send_request
         self.publish_own_reply = outbox.publish_own_reply
+        self.queue_own_reply = outbox.queue_own_reply
         self.publish_trusted = outbox.publish_trusted
         self.fixed_request = outbox.fixed_request
         self.send_frame = outbox.send_frame

@@ -75,6 +75,13 @@ message names the problem (the subject, the limit, the server's words) and never
         │   ├── BatchClosedError                      add/commit after commit, discard, failure
         │   ├── BatchNotCommittedError                the with block ended without commit()
         │   └── (BatchPublishError: also here)
+        ├── FastIngestError                           anything of a fast-ingest batch (ADR-50,
+        │   │                                         js.fast_publisher()): batch_id, batch_seq,
+        │   │                                         pub_ack (what the server kept, if known)
+        │   ├── FastIngestGapError                    messages that never reached the server
+        │   ├── FastIngestMessageError                a message the server refused (.error)
+        │   ├── FastIngestClosedError                 add/commit after commit() or close()
+        │   └── (FastIngestPublishError: also here)
         └── APIError(code, err_code, description)     the server's API error, by err_code:
             ├── NotFoundError                         any other 404 (nats-py's name), and:
             │   ├── StreamNotFoundError               10059
@@ -98,7 +105,7 @@ message names the problem (the subject, the limit, the server's words) and never
             │   │   └── MessageSchedulesDisabledError 10188: the stream has no allow_msg_schedules
             │   ├── DurableSourceError                10213, 10215, 10216, 10218-10222: a source or
             │   │                                     mirror's own consumer refused (ADR-60)
-            │   └── (the 400s of BatchPublishError below: also here)
+            │   └── (the 400s of BatchPublishError and FastIngestPublishError below: also here)
             ├── BatchPublishError (also BatchError)   an atomic batch refused, nothing stored:
             │   ├── BatchNotEnabledError              10174: the stream lacks allow_atomic
             │   ├── BatchIncompleteError              10176: a message missing, or 10 s idle
@@ -110,14 +117,21 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── BatchDuplicateMsgIdError          10201 (a Nats-Msg-Id seen before)
             │   │   (the eight above are BadRequestErrors too: 400)
             │   └── BatchTooManyInflightError         10210 (429): 50 open batches per stream
+            ├── FastIngestPublishError (also FastIngestError)  a fast-ingest batch refused:
+            │   ├── FastIngestNotEnabledError         10205: the stream lacks allow_batched
+            │   ├── FastIngestInvalidPatternError     10206: a reply subject it cannot read
+            │   ├── FastIngestInvalidBatchIdError     10207 (longer than 64 characters)
+            │   ├── FastIngestUnknownBatchError       10208: ended, or 10 s idle
+            │   │   (the four above are BadRequestErrors too: 400)
+            │   └── FastIngestTooManyInflightError    10211 (429): 1,000 open per stream
             ├── ApiLevelError                         10185 (412): the server's JetStream API
             │                                         level is below what the feature needs
             ├── JetStreamServerError (also ServerError)   any 500
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
-    Every err_code above is a 400 or a 404 in nats-server's errors.json (but 10210, a 429),
-    so nats-py code's ``except BadRequestError`` / ``except NotFoundError`` catches the same
-    answers here.
+    Every err_code above is a 400 or a 404 in nats-server's errors.json (but the 429s 10210
+    and 10211), so nats-py code's ``except BadRequestError`` / ``except NotFoundError``
+    catches the same answers here.
 
 Object Store (``js.object_store()``, ADR-20), a branch of JetStreamError::
 
@@ -1052,5 +1066,96 @@ _API_ERRORS.update(
         10200: BatchCommitInvalidError,
         10201: BatchDuplicateMsgIdError,
         10210: BatchTooManyInflightError,
+    }
+)
+
+
+# --- Fast-ingest batches (ADR-50, jetstream/fast_ingest.py) -------------------------------
+
+__all__ += [
+    "FastIngestClosedError",
+    "FastIngestError",
+    "FastIngestGapError",
+    "FastIngestInvalidBatchIdError",
+    "FastIngestInvalidPatternError",
+    "FastIngestMessageError",
+    "FastIngestNotEnabledError",
+    "FastIngestPublishError",
+    "FastIngestTooManyInflightError",
+    "FastIngestUnknownBatchError",
+]
+
+
+class FastIngestError(JetStreamError):
+    """Root of the fast-ingest batch's errors (``js.fast_publisher()``, ADR-50). Fast
+    ingest is not atomic: what the server stored before the error stays stored.
+    ``batch_id`` and ``batch_seq`` (the batch sequence the error is about) are set where
+    known; ``pub_ack`` is the server's final PubAck of a batch that stopped, when it came
+    (``pub_ack.batch_size``: how many of the batch's sequences it took)."""
+
+    batch_id = ""
+    batch_seq = 0
+    pub_ack: Optional[Any] = None  # a jetstream.api.PubAck (not imported: no cycle)
+
+
+class FastIngestGapError(FastIngestError):
+    """Messages ``last_seq`` up to ``batch_seq - 1`` never reached the server: it saw
+    ``batch_seq`` next (ADR-50's BatchFlowGap)."""
+
+    def __init__(self, message: str, batch_id: str, last_seq: int, batch_seq: int) -> None:
+        super().__init__(message)
+        self.batch_id, self.last_seq, self.batch_seq = batch_id, last_seq, batch_seq
+
+
+class FastIngestMessageError(FastIngestError):
+    """The server refused the batch's message ``batch_seq`` (ADR-50's BatchFlowErr): an
+    expectation such as ``expected_last_seq`` failed. ``error`` is the APIError the same
+    refusal of ``js.publish`` raises (a StreamWrongLastSequenceError, say)."""
+
+    def __init__(self, message: str, batch_id: str, batch_seq: int, error: APIError) -> None:
+        super().__init__(message)
+        self.batch_id, self.batch_seq, self.error = batch_id, batch_seq, error
+
+
+class FastIngestClosedError(FastIngestError):
+    """``add`` or ``commit`` on a batch that was committed or closed."""
+
+
+class FastIngestPublishError(FastIngestError, APIError):
+    """The server refused a fast-ingest batch (or its first message): nothing more of it is
+    stored."""
+
+
+class FastIngestNotEnabledError(FastIngestPublishError, BadRequestError):
+    """10205: the stream does not take fast-ingest batches: set ``allow_batched=True`` on it
+    (nats-server 2.14 or later)."""
+
+
+class FastIngestInvalidPatternError(FastIngestPublishError, BadRequestError):
+    """10206: the server could not read a fast-ingest reply subject (its flow, gap mode,
+    sequence or operation)."""
+
+
+class FastIngestInvalidBatchIdError(FastIngestPublishError, BadRequestError):
+    """10207: a batch id (the last token of the batch's inbox) longer than 64 characters."""
+
+
+class FastIngestUnknownBatchError(FastIngestPublishError, BadRequestError):
+    """10208: a message for a batch the server does not know: it ended, or it was dropped
+    after 10 s without a message."""
+
+
+class FastIngestTooManyInflightError(FastIngestPublishError):
+    """10211 (429): the stream (1,000) or the server (50,000) has as many fast-ingest
+    batches open as it allows; worth retrying once some end."""
+
+
+_API_ERRORS.update(
+    {
+        10205: FastIngestNotEnabledError,
+        10206: FastIngestInvalidPatternError,
+        10207: FastIngestInvalidBatchIdError,
+        10208: FastIngestUnknownBatchError,
+        10211: FastIngestTooManyInflightError,
     }
 )

@@ -123,6 +123,22 @@ def test_js_publish_with_ids_stores_each_row_once_under_the_sinks_id(js, conn):
         js.delete_stream(name)
 
 
+def test_fast_ingest_stores_the_whole_batch_in_order(js, conn):
+    name = stream_name("RAWFI")
+    subject = f"{name.lower()}.a"
+    js.add_stream(name=name, subjects=[subject], allow_batched=True)
+    try:
+        final = _raw.fast_ingest(conn, subject, PAYLOAD, 1_000, 10, 2)
+        assert (final["stream"], final["count"], final["seq"]) == (name, 1_000, 1_000)
+        assert js.stream_info(name).state.messages == 1_000
+        # a stream that takes no batches refuses the first message: the loop says so
+        js.update_stream(name=name, subjects=[subject], allow_batched=False)
+        with pytest.raises(_raw.RawError, match="10205"):
+            _raw.fast_ingest(conn, subject, PAYLOAD, 10, 10, 2)
+    finally:
+        js.delete_stream(name)
+
+
 @pytest.mark.parametrize("batch", [1, 7, 100])
 def test_range_read_reads_every_message_of_an_ack_none_consumer(js, conn, batch):
     with preloaded(js, "RAWRANGE", 250) as (name, _subject):

@@ -96,6 +96,13 @@ EXPECTED = {
         "link      -> hello, objects",
         "ObjectNotFoundError: object 'news.txt' in bucket 'ASSETS' is deleted",
     ],
+    "fast_ingest.py": [
+        "50001 messages, last at seq 50001",
+        "refused message 2: wrong last sequence",
+        "kept 1",
+        "gap ok: batch of 2, refused: [1]",
+        "set allow_batched=True",
+    ],
     "schedules.py": [
         "reminder  -> 'call the customer' from schedules.reminder.42, not early: True",
         "heartbeat -> ['still here', 'still here'], each kept 60 s",

@@ -25,6 +25,7 @@ from .api_level import ApiLevels
 from .batch import AtomicBatchPublisher
 from .consumer import ConsumerFactory
 from .deadletter import DeadLetterHelper
+from .fast_ingest import FastIngest
 from .kv import KeyValueFactory
 from .manager import JetStreamManager
 from .object_store import ObjectStoreFactory
@@ -52,6 +53,7 @@ class JetStream(
     JetStreamManager,
     Publisher,
     AtomicBatchPublisher,
+    FastIngest,
     PullSubscriber,
     PushSubscriber,
     ConsumerFactory,
