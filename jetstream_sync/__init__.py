@@ -330,3 +330,24 @@ __all__ += [
     "ServerNotInPoolError",
     "UnexpectedEOF",
 ]
+
+# Batch direct get (ADR-31) and counters (ADR-49)
+from .errors import (  # noqa: E402
+    CounterBrokenError,
+    CounterError,
+    CounterIncrementError,
+    CounterNotEnabledError,
+    CounterNotFoundError,
+    DirectGetNotAllowedError,
+    TooManyResultsError,
+)
+
+__all__ += [
+    "CounterBrokenError",
+    "CounterError",
+    "CounterIncrementError",
+    "CounterNotEnabledError",
+    "CounterNotFoundError",
+    "DirectGetNotAllowedError",
+    "TooManyResultsError",
+]

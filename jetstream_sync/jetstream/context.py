@@ -23,7 +23,9 @@ from ._response import parse_api_response
 from .advisories import AdvisoryWatching
 from .api_level import ApiLevels
 from .consumer import ConsumerFactory
+from .counter import CounterFactory
 from .deadletter import DeadLetterHelper
+from .direct import DirectGetter
 from .kv import KeyValueFactory
 from .manager import JetStreamManager
 from .object_store import ObjectStoreFactory
@@ -48,6 +50,7 @@ DEFAULT_API_PREFIX = "$JS.API"
 
 class JetStream(
     JetStreamManager,
+    DirectGetter,
     Publisher,
     PullSubscriber,
     PushSubscriber,
@@ -57,6 +60,7 @@ class JetStream(
     DeadLetterHelper,
     KeyValueFactory,
     ObjectStoreFactory,
+    CounterFactory,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 
