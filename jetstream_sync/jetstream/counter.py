@@ -160,8 +160,7 @@ class CounterFactory:
         if not cfg.allow_direct:
             raise errors.CounterError(
                 f"stream {stream!r} holds counters but does not allow direct gets, which "
-                f"reading them needs: js.update_stream(name={stream!r}, ..., "
-                "allow_direct=True)"
+                "reading them needs: update it with allow_direct=True (js.update_stream)"
             )
         return Counter(js, stream, list(cfg.subjects or []))
 

@@ -339,8 +339,8 @@ class DirectGetter:
             )
         if not allowed:
             return errors.DirectGetNotAllowedError(
-                f"{what}: stream {stream!r} does not allow direct gets: set allow_direct=True "
-                f"(js.update_stream(name={stream!r}, ..., allow_direct=True))"
+                f"{what}: stream {stream!r} does not allow direct gets: update it with "
+                "allow_direct=True (js.update_stream)"
             )
         return errors.NoRespondersError(
             f"{what}: no server answered for stream {stream!r}, which allows direct gets "
