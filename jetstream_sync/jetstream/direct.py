@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["DirectGetter", "raw_from_direct"]
 
 # Direct-get answers carry the stored message's coordinates in these headers, and a batch's
-# messages and its end its progress; none of them is part of the stored message.
+# messages and its end carry its progress; none of them is part of the stored message.
 _H_STREAM, _H_SEQ, _H_TIME, _H_SUBJECT = (
     "Nats-Stream",
     "Nats-Sequence",
@@ -218,7 +218,8 @@ class DirectGetter:
                 return None
             # ADR-31's cursor: the same snapshot (up_to_seq), past what came (seq).
             nxt: Dict[str, Any] = {"multi_last": filters, "seq": eob.last + 1}
-            nxt["up_to_seq"] = eob.up_to
+            if eob.up_to:  # 0 would mean "now" to the server, not the snapshot
+                nxt["up_to_seq"] = eob.up_to
             if wanted is not None:
                 nxt["batch"] = wanted - got
             return nxt
