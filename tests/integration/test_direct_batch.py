@@ -32,13 +32,25 @@ def _p(stream: str) -> str:
     return stream.lower()
 
 
-def _requests(nc: Client, stream: str) -> List[Dict[str, Any]]:
-    """Every direct get request sent to ``stream`` from now on, as the server got it (a
-    plain subscriber sees the requests too; the server's responder is a queue group)."""
-    seen: List[Dict[str, Any]] = []
-    nc.subscribe(f"$JS.API.DIRECT.GET.{stream}", cb=lambda m: seen.append(json.loads(m.data)))
-    nc.flush()
-    return seen
+class Requests:
+    """The direct get requests sent to a stream from now on, as the server got them (a plain
+    subscriber sees them too; the server's responder is a queue group)."""
+
+    def __init__(self, nc: Client, stream: str) -> None:
+        self._nc = nc
+        self._sub = nc.subscribe(f"$JS.API.DIRECT.GET.{stream}")
+        nc.flush()
+
+    def taken(self) -> List[Dict[str, Any]]:
+        """Every request sent so far: the server copied each to us before it answers the
+        flush's PING, so all are queued once flush returns."""
+        self._nc.flush()
+        seen = []
+        while True:
+            try:
+                seen.append(json.loads(self._sub.next_msg(timeout=0).data))
+            except nats.TimeoutError:
+                return seen
 
 
 def test_a_batch_from_a_sequence_on_wildcard_subjects(js: JetStream, dstream: str) -> None:
@@ -97,17 +109,16 @@ def test_a_batch_larger_than_one_request_is_asked_for_in_pieces(
     for data in payloads:
         js.publish_async(subject, data)
     js.publish_async_completed()
-    requests = _requests(nc, dstream)
+    spy = Requests(nc, dstream)
     got = list(js.get_batch(dstream, batch=40))
     assert [m.data for m in got] == payloads
-    nc.flush()
+    requests = spy.taken()
     assert len(requests) == 3
     assert requests[0] == {"seq": 1, "batch": 40, "max_bytes": nc.max_payload}
     assert requests[1]["seq"] > 1 and requests[1]["batch"] == 41 - requests[1]["seq"]
     # max_bytes above one request's worth is a budget over several requests
-    requests.clear()
     got = list(js.get_batch(dstream, batch=40, max_bytes=20 * 65540))
-    assert len(got) == 20 and len(requests) == 2
+    assert len(got) == 20 and len(spy.taken()) == 2
 
 
 def test_last_msgs_for_wildcards_up_to_seq_and_time(js: JetStream, dstream: str) -> None:
@@ -142,7 +153,7 @@ def test_last_msgs_for_in_pieces_keeps_its_snapshot(
     for i in range(24):
         js.publish_async(f"{p}.s.{i}", b"old" + bytes(65536))
     js.publish_async_completed()
-    requests = _requests(nc, dstream)
+    spy = Requests(nc, dstream)
     it = js.get_last_msgs_for(dstream, [f"{p}.s.*"])
     first = next(it)
     for i in range(24):
@@ -150,7 +161,7 @@ def test_last_msgs_for_in_pieces_keeps_its_snapshot(
     rest = list(it)
     assert [m.data[:3] for m in [first, *rest]] == [b"old"] * 24
     assert [m.seq for m in [first, *rest]] == list(range(1, 25))
-    nc.flush()
+    requests = spy.taken()
     assert len(requests) == 2
     assert requests[1]["up_to_seq"] == 24 and requests[1]["seq"] > 1
     assert [m.data for m in js.get_last_msgs_for(dstream, [f"{p}.s.1"])] == [b"new"]
