@@ -401,3 +401,24 @@ __all__ += [
     "FastPubAck",
     "FastPublisher",
 ]
+
+# Batch direct get (ADR-31) and counters (ADR-49)
+from .errors import (  # noqa: E402
+    CounterBrokenError,
+    CounterError,
+    CounterIncrementError,
+    CounterNotEnabledError,
+    CounterNotFoundError,
+    DirectGetNotAllowedError,
+    TooManyResultsError,
+)
+
+__all__ += [
+    "CounterBrokenError",
+    "CounterError",
+    "CounterIncrementError",
+    "CounterNotEnabledError",
+    "CounterNotFoundError",
+    "DirectGetNotAllowedError",
+    "TooManyResultsError",
+]

@@ -52,6 +52,13 @@ message names the problem (the subject, the limit, the server's words) and never
         ├── NoConsumerResponseError (also NoRespondersError)  a pull nobody answered (503)
         ├── NoHeartbeatError                          a consumer's idle heartbeats stopped coming
         ├── ConsumerSequenceMismatchError             a gap in a push consumer's sequence
+        ├── DirectGetNotAllowedError (also NoRespondersError)  a direct get of a stream
+        │                                             without allow_direct (nobody answers)
+        ├── CounterError                              anything counters (js.counter(), ADR-49)
+        │   ├── CounterNotEnabledError (also BadRequestError)  10168: no allow_msg_counter
+        │   ├── CounterIncrementError (also BadRequestError)   10169-10171: not an increment
+        │   ├── CounterBrokenError (also BadRequestError)      10172: a stored value unreadable
+        │   └── CounterNotFoundError (also NotFoundError)      no counter on that subject yet
         ├── PullStatusError(status, description)      a pull ended by a status that is an error:
         │   ├── ConsumerDeletedError                  409 Consumer Deleted
         │   ├── ConsumerIsPushBasedError              409 Consumer is push based
@@ -126,6 +133,8 @@ message names the problem (the subject, the limit, the server's words) and never
             │   └── FastIngestTooManyInflightError    10211 (429): 1,000 open per stream
             ├── ApiLevelError                         10185 (412): the server's JetStream API
             │                                         level is below what the feature needs
+            ├── TooManyResultsError                   413: a multi-last direct get whose
+            │                                         subjects match more than 1024 subjects
             ├── JetStreamServerError (also ServerError)   any 500
             └── ServiceUnavailableError               any 503 (cluster busy, no leader yet)
 
@@ -1055,6 +1064,76 @@ class BatchTooManyInflightError(BatchPublishError):
     stream, 1000 per server by default); one is freed by a commit or an abandon."""
 
 
+# --- batch direct get (ADR-31) ------------------------------------------------------------
+
+__all__ += ["DirectGetNotAllowedError", "TooManyResultsError"]
+
+
+class DirectGetNotAllowedError(JetStreamError, NoRespondersError):
+    """A direct get nobody answered because the stream does not allow direct gets
+    (``allow_direct``). Also a NoRespondersError: that is what the request itself met."""
+
+
+class TooManyResultsError(APIError):
+    """413: a multi-last direct get whose subjects match more than the 1024 subjects the
+    server serves in one request (``code`` 413, ``err_code`` 0: a status, not an API error)."""
+
+
+# --- counters (ADR-49) --------------------------------------------------------------------
+
+__all__ += [
+    "CounterBrokenError",
+    "CounterError",
+    "CounterIncrementError",
+    "CounterNotEnabledError",
+    "CounterNotFoundError",
+]
+
+
+class CounterError(JetStreamError):
+    """Root of the counters' errors (``js.counter()``, ``jetstream/counter.py``)."""
+
+
+class _CounterRefusal(CounterError, BadRequestError):
+    """A counter refusal: the server's answer (an err_code of its own), or the same finding
+    made here before anything is sent (:meth:`found`: code 400, the server's err_code)."""
+
+    ERR_CODE = 0
+
+    @classmethod
+    def found(cls, message: str) -> _CounterRefusal:
+        err = cls.__new__(cls)
+        Exception.__init__(err, message)
+        err.code, err.err_code, err.description, err.subject = 400, cls.ERR_CODE, message, ""
+        return err
+
+
+class CounterNotEnabledError(_CounterRefusal):
+    """10168: an increment (``Nats-Incr``) sent to a stream without ``allow_msg_counter``;
+    also ``js.counter()`` of such a stream. The setting is fixed when the stream is made."""
+
+    ERR_CODE = 10168
+
+
+class CounterIncrementError(_CounterRefusal):
+    """10169-10171: a message a counter stream cannot count: one without ``Nats-Incr`` (a
+    plain publish to a counter subject), one with a payload, or an increment that is not an
+    integer (or comes with a header counters refuse, such as an expected last sequence)."""
+
+    ERR_CODE = 10171
+
+
+class CounterBrokenError(_CounterRefusal):
+    """10172: the counter's stored value cannot be read (not ``{"val": "<integer>"}``)."""
+
+    ERR_CODE = 10172
+
+
+class CounterNotFoundError(CounterError, _ClientSideNotFound):
+    """No counter on the subject: nothing was ever added to it (or it was purged). As
+    orbit.go's ``ErrNoCounterForSubject``: a missing counter is an error, not 0."""
+
+
 _API_ERRORS.update(
     {
         10174: BatchNotEnabledError,
@@ -1157,5 +1236,10 @@ _API_ERRORS.update(
         10207: FastIngestInvalidBatchIdError,
         10208: FastIngestUnknownBatchError,
         10211: FastIngestTooManyInflightError,
+        10168: CounterNotEnabledError,
+        10169: CounterIncrementError,
+        10170: CounterIncrementError,
+        10171: CounterIncrementError,
+        10172: CounterBrokenError,
     }
 )

@@ -111,6 +111,19 @@ EXPECTED = {
         "refused   -> cron schedule '*/5 * * * *' has 5 fields",
         "allow_msg_schedules=True",
     ],
+    "counters.py": [
+        "add       -> 3, then 5",
+        "load_many -> {'hits.eu.home': 5, 'hits.eu.cart': 1}",
+        "(2**65: True)",
+        "hits.all.home = 11, from {'HITS_EU': {'hits.eu.home': 5}, 'HITS_US': {'hits.us.home': 6}}",
+        "CounterNotFoundError",
+    ],
+    "direct_get.py": [
+        "by seq    -> [11, 12, 13, 14, 15]",
+        "by time   -> [25, 26, 27, 28, 29, 30]",
+        "as of 6   -> [('sensors.s0.temp', '23'), ('sensors.s1.temp', '24'), ('sensors.s2.temp'",
+        "does not allow direct gets",
+    ],
     "kv.py": [
         "the second writer lost: db.port is 6432",
         "history   -> ['db-1.internal', 'DEL', 'db-2.internal']",

@@ -34,6 +34,7 @@ from .api import (
 )
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
+from .counter import Counter, CounterEntry
 from .deadletter import DeadLetter, DeadLetters
 from .kv import BucketStatus, Entry, KeyValue, KeyValueConfig, KeyWatcher
 from .object_store import (
@@ -62,6 +63,8 @@ __all__ = [
     "ConsumerPinnedAdvisory",
     "ConsumerReset",
     "ConsumerUnpinnedAdvisory",
+    "Counter",
+    "CounterEntry",
     "DeadLetter",
     "DeadLetters",
     "DeliverPolicy",

@@ -24,7 +24,9 @@ from .advisories import AdvisoryWatching
 from .api_level import ApiLevels
 from .batch import AtomicBatchPublisher
 from .consumer import ConsumerFactory
+from .counter import CounterFactory
 from .deadletter import DeadLetterHelper
+from .direct import DirectGetter
 from .fast_ingest import FastIngest
 from .kv import KeyValueFactory
 from .manager import JetStreamManager
@@ -51,6 +53,7 @@ DEFAULT_API_PREFIX = "$JS.API"
 
 class JetStream(
     JetStreamManager,
+    DirectGetter,
     Publisher,
     AtomicBatchPublisher,
     FastIngest,
@@ -63,6 +66,7 @@ class JetStream(
     KeyValueFactory,
     ObjectStoreFactory,
     MessageScheduling,
+    CounterFactory,
 ):
     """JetStream over one client. Thread-safe; make one and share it."""
 

@@ -24,9 +24,8 @@ from typing import (
 
 from .. import errors
 from .._protocol import check_publish_subject, check_subscribe_subject
-from .._timeouts import Deadline, check_timeout
-from ..msg import Headers, Msg
 from . import api
+from .direct import raw_from_direct
 from .priority import check_group_name, check_priority_config
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,17 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["JetStreamManager"]
 
 _C = TypeVar("_C")
-
-# Direct-get answers carry the stored message's coordinates in these headers.
-_H_STREAM, _H_SEQ, _H_TIME, _H_SUBJECT = (
-    "Nats-Stream",
-    "Nats-Sequence",
-    "Nats-Time-Stamp",
-    "Nats-Subject",
-)
-_DIRECT_HEADERS = frozenset(
-    (_H_STREAM, _H_SEQ, _H_TIME, _H_SUBJECT, "Nats-Last-Sequence", "Nats-Num-Pending")
-)
 
 
 def _config(cls: type[_C], config: Optional[_C], fields: Mapping[str, Any], what: str) -> _C:
@@ -250,55 +238,7 @@ class JetStreamManager:
                 f"no direct get answered for stream {stream!r}: it may not exist, or not "
                 "have allow_direct enabled"
             ) from None
-        return _raw_from_direct(msg, stream)
-
-    def get_msgs(
-        self,
-        stream: str,
-        seq: int = 1,
-        batch: int = 100,
-        next_by_subject: Optional[str] = None,
-        max_bytes: Optional[int] = None,
-        timeout: Optional[float] = None,
-    ) -> Iterator[api.RawStreamMsg]:
-        """Batched direct get: up to ``batch`` messages from ``seq`` (optionally only on
-        ``next_by_subject``), read until the server's end-of-batch status. Needs
-        ``allow_direct`` on the stream."""
-        stream = api.check_stream_name(stream)
-        body: Dict[str, Any] = {"seq": _positive(seq, "seq"), "batch": _positive(batch, "batch")}
-        if next_by_subject is not None:
-            check_subscribe_subject(next_by_subject)
-            body["next_by_subj"] = next_by_subject
-        if max_bytes is not None:
-            body["max_bytes"] = _positive(max_bytes, "max_bytes")
-        deadline = Deadline(
-            self._timeout if timeout is None else check_timeout(timeout, "timeout"), "get_msgs"
-        )
-        inbox = self._nc.new_inbox()
-        sub = self._nc.subscribe(inbox)
-        try:
-            self._nc.publish(
-                f"{self._prefix}.DIRECT.GET.{stream}",
-                json.dumps(body, separators=(",", ":")).encode(),
-                reply=inbox,
-            )
-            while True:
-                msg = sub.next_msg(timeout=deadline.check())
-                status = msg.status
-                if status == 204:  # end of batch
-                    return
-                if status == 404:
-                    return  # nothing (more) at or after seq
-                if status == 408:
-                    raise errors.JetStreamError(f"batched direct get refused: {msg.description}")
-                if status == 503:
-                    raise errors.JetStreamError(
-                        f"no direct get answered for stream {stream!r} (allow_direct?)"
-                    )
-                yield _raw_from_direct(msg, stream)
-        finally:
-            if sub.is_valid:
-                sub.unsubscribe()
+        return raw_from_direct(msg, stream)
 
     def delete_msg(
         self,
@@ -609,30 +549,3 @@ def _version(text: object) -> Tuple[int, ...]:
     for piece in text.split("-")[0].split(".")[:3]:
         parts.append(int(piece) if piece.isdigit() else 0)
     return tuple(parts) if parts else (99,)
-
-
-def _raw_from_direct(msg: Msg, stream: str) -> api.RawStreamMsg:
-    """A RawStreamMsg from a direct-get answer: the stored message, its coordinates in
-    ``Nats-*`` headers that are not part of the stored message's own headers."""
-    status = msg.status
-    if status == 404:
-        raise errors.NoMessageFoundError(404, 10037, msg.description or "no message found")
-    if status is not None:
-        raise errors.JetStreamError(f"direct get answered status {status} {msg.description}")
-    headers = msg.headers
-    try:
-        seq = int(headers[_H_SEQ])
-    except (KeyError, ValueError):
-        raise errors.JetStreamError(f"direct get answer without a valid {_H_SEQ} header") from None
-    own = Headers()
-    for key, value in headers.multi_items():
-        if key not in _DIRECT_HEADERS:
-            own.add(key, value)
-    return api.RawStreamMsg(
-        subject=headers.get(_H_SUBJECT, ""),
-        seq=seq,
-        data=msg.data,
-        headers=own,
-        time=api.parse_time(headers[_H_TIME]) if _H_TIME in headers else None,
-        stream=headers.get(_H_STREAM, stream),
-    )

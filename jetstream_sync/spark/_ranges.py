@@ -224,8 +224,8 @@ def _read_direct(
     while seq <= rng.end:
         batch = min(DIRECT_BATCH, rng.end - seq + 1)
         got = 0
-        for raw in js.get_msgs(
-            stream, seq=seq, batch=batch, next_by_subject=filter_subject, timeout=timeout
+        for raw in js.get_batch(
+            stream, seq=seq, batch=batch, subject=filter_subject, timeout=timeout
         ):
             got += 1
             if raw.seq > rng.end:
