@@ -37,6 +37,7 @@ __all__ = [
     "ApiLevels",
     "release_of",
     "required_level_header",
+    "stream_config_level",
 ]
 
 REQUIRED_API_LEVEL = "Nats-Required-Api-Level"
@@ -63,6 +64,27 @@ _RELEASES = {0: "before 2.11", 1: "2.11", 2: "2.12", 3: "2.13", 4: "2.14", 5: "2
 
 def release_of(level: int) -> str:
     return _RELEASES.get(level, f"a release with API level {level}")
+
+
+def stream_config_level(config: Dict[str, Any]) -> Tuple[int, str]:
+    """The API level a stream config (its JSON) needs, and the fields that need it: the
+    server's own rules (server/jetstream_versioning.go). A server below that level may not
+    know the fields at all: one before 2.12 ignores an unknown field and makes the stream
+    without it."""
+    needs = []
+    if config.get("allow_msg_ttl") or config.get("subject_delete_marker_ttl"):
+        needs.append((1, "allow_msg_ttl / subject_delete_marker_ttl"))
+    for name in ("allow_msg_counter", "allow_atomic", "allow_msg_schedules"):
+        if config.get(name):
+            needs.append((2, name))
+    if config.get("persist_mode") == "async":
+        needs.append((2, "persist_mode async"))
+    if config.get("allow_batched"):
+        needs.append((4, "allow_batched"))
+    if not needs:
+        return 0, ""
+    level = max(n for n, _ in needs)
+    return level, ", ".join(what for n, what in needs if n == level)
 
 
 def required_level_header(level: int) -> Dict[str, str]:

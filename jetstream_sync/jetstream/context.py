@@ -21,7 +21,7 @@ from ..errors import api_call_words
 from ..msg import Msg
 from ._response import parse_api_response
 from .advisories import AdvisoryWatching
-from .api_level import ApiLevels
+from .api_level import ApiLevels, required_level_header
 from .batch import AtomicBatchPublisher
 from .consumer import ConsumerFactory
 from .counter import CounterFactory
@@ -154,13 +154,20 @@ class JetStream(
         suffix: str,
         body: Optional[Mapping[str, Any]] = None,
         timeout: Optional[float] = None,
+        required_level: int = 0,
     ) -> Dict[str, Any]:
-        """One JetStream API call: ``<prefix>.<suffix>`` with a JSON body, JSON answer."""
+        """One JetStream API call: ``<prefix>.<suffix>`` with a JSON body, JSON answer.
+        ``required_level``: the server must refuse the call below that API level (the
+        ``Nats-Required-Api-Level`` header, ADR-44)."""
         subject = f"{self._prefix}.{suffix}"
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
         try:
-            reply = self._core.api_request(subject, payload, t)
+            if required_level:
+                headers = required_level_header(required_level)
+                reply = self._nc.request(subject, payload, timeout=t, headers=headers)
+            else:
+                reply = self._core.api_request(subject, payload, t)
         except errors.TimeoutError:
             raise errors.TimeoutError(
                 f"JetStream API: no answer to {api_call_words(subject)} within {t} s"

@@ -25,6 +25,7 @@ from typing import (
 from .. import errors
 from .._protocol import check_publish_subject, check_subscribe_subject
 from . import api
+from .api_level import ApiLevels, stream_config_level
 from .direct import raw_from_direct
 from .priority import check_group_name, check_priority_config
 
@@ -57,10 +58,30 @@ class JetStreamManager:
     _prefix: str
     _timeout: float
 
+    _levels: ApiLevels
+
     def _api(
-        self, suffix: str, body: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None
+        self,
+        suffix: str,
+        body: Optional[Mapping[str, Any]] = None,
+        timeout: Optional[float] = None,
+        required_level: int = 0,
     ) -> Dict[str, Any]:
         raise NotImplementedError  # pragma: no cover - provided by JetStream
+
+    def _stream_call(self, action: str, cfg: api.StreamConfig) -> api.StreamInfo:
+        """Create or update a stream. A config with fields of a newer API level (counters,
+        atomic or fast batches, schedules, TTLs) is refused with ApiLevelError, naming the
+        fields, when the server's level is lower: a server before 2.12 would make the
+        stream without them, silently. The request also carries the level, for the server
+        to refuse it itself (ADR-44)."""
+        name = api.check_stream_name(cfg.name)
+        body = cfg.to_dict()
+        level, fields = stream_config_level(body)
+        if level:
+            self._levels.require((f"stream {name!r} with {fields}", level))
+        data = self._api(f"STREAM.{action}.{name}", body, required_level=level)
+        return api.StreamInfo.from_dict(data)
 
     # --- account ------------------------------------------------------------------------
 
@@ -73,16 +94,12 @@ class JetStreamManager:
         self, config: Optional[api.StreamConfig] = None, **fields: Any
     ) -> api.StreamInfo:
         """Create a stream from a StreamConfig and/or its fields as keywords."""
-        cfg = _config(api.StreamConfig, config, fields, "config")
-        name = api.check_stream_name(cfg.name)
-        return api.StreamInfo.from_dict(self._api(f"STREAM.CREATE.{name}", cfg.to_dict()))
+        return self._stream_call("CREATE", _config(api.StreamConfig, config, fields, "config"))
 
     def update_stream(
         self, config: Optional[api.StreamConfig] = None, **fields: Any
     ) -> api.StreamInfo:
-        cfg = _config(api.StreamConfig, config, fields, "config")
-        name = api.check_stream_name(cfg.name)
-        return api.StreamInfo.from_dict(self._api(f"STREAM.UPDATE.{name}", cfg.to_dict()))
+        return self._stream_call("UPDATE", _config(api.StreamConfig, config, fields, "config"))
 
     def delete_stream(self, name: str) -> bool:
         name = api.check_stream_name(name)

@@ -44,3 +44,38 @@ def test_the_server_refuses_a_request_above_its_level(nc: nats.Client, js: JetSt
 
         parse_api_response(reply.data, f"{js.prefix}.INFO")
     assert caught.value.err_code == 10185
+
+
+def test_a_stream_config_of_a_newer_level_carries_it_and_a_plain_one_does_not(
+    nc: nats.Client, js: JetStream, nats_server: NATSServer
+) -> None:
+    """The create request of a stream with allow_batched (level 4) carries
+    Nats-Required-Api-Level: 4, for the server to refuse it below that level (one before
+    2.12 would make the stream without the field, silently); a plain one carries nothing."""
+    with nats.connect(nats_server.url) as spy:
+        seen = spy.subscribe(f"{js.prefix}.STREAM.CREATE.>")
+        spy.flush()
+        js.add_stream(name="LVL4", subjects=["lvl4.>"], allow_batched=True)
+        js.add_stream(name="LVL0", subjects=["lvl0.>"])
+        fast, plain = seen.next_msg(timeout=5), seen.next_msg(timeout=5)
+    assert fast.subject.endswith(".LVL4") and plain.subject.endswith(".LVL0")
+    assert (fast.headers or {}).get(api_level.REQUIRED_API_LEVEL) == "4"
+    assert api_level.REQUIRED_API_LEVEL not in (plain.headers or {})
+    js.delete_stream("LVL4")
+    js.delete_stream("LVL0")
+
+
+def test_a_stream_config_above_the_servers_level_is_refused_before_it_is_sent(
+    nc: nats.Client, js: JetStream
+) -> None:
+    """As on a 2.11 server (level 1): counters need 2. Refused, naming the field, and no
+    stream made without it."""
+    js.api_level()
+    js._levels._known = (nc.server_info.get("server_id"), 1)
+    with pytest.raises(nats.ApiLevelError) as caught:
+        js.add_stream(name="CNT", subjects=["cnt.>"], allow_msg_counter=True, allow_direct=True)
+    assert "allow_msg_counter" in str(caught.value) and "level 2" in str(caught.value)
+    with pytest.raises(nats.StreamNotFoundError):
+        js.stream_info("CNT")
+    js.add_stream(name="TTL", subjects=["ttl.>"], allow_msg_ttl=True)  # level 1: fine
+    js.delete_stream("TTL")
