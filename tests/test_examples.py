@@ -66,6 +66,11 @@ EXPECTED = {
         "handled 240 of 240 events",
         "every account in order, each event once: True",
     ],
+    "pcgroups_spark.py": [
+        "job 2: members ['task0', 'task1', 'task2']",
+        "results: 240 of 240",
+        "every account in order across both jobs, each event once: True",
+    ],
     "overflow.py": ["remote got   0, backlog now 80", "each of 150 jobs handled once: True"],
     "prioritized.py": [
         "both waiting: priority 0 got 5, priority 1 got 0",
@@ -133,7 +138,7 @@ EXPECTED = {
 
 
 # Examples that need pyspark, which the test extra installs on Python 3.10 and later only.
-NEEDS_SPARK = {"spark_pipeline.py"}
+NEEDS_SPARK = {"spark_pipeline.py", "pcgroups_spark.py"}
 needs_spark = pytest.mark.skipif(
     importlib.util.find_spec("pyspark") is None,
     reason="pyspark is not installed (pyspark 4.2 needs Python 3.10)",

@@ -98,6 +98,11 @@ _DUPLICATE_WINDOW = 120.0  # ADR-8: 2 minutes, or the bucket's ttl when that is 
 _WRONG_LAST = (10071, 10164)  # the err_codes of a failed Nats-Expected-Last-Subject-Sequence
 _QUIET = 1.0  # a watcher quiet this long before its initial values are in looks why
 _CHUNK = 30.0  # a watcher waiting without a timeout looks at its stopped flag this often
+# The idle heartbeat a watch's pulls ask for (nats.go's orderedHeartbeatsInterval): two missed
+# and the watch's consumer is made again. Its consumer is an R1 ephemeral on one node: when that
+# node dies, the watch notices within ~10 s (with the pull's default, half its 30 s expiry:
+# 30 s, in which a pcgroups member would miss its group's changes).
+_WATCH_HEARTBEAT = 5.0
 
 _BUCKET_RE = re.compile(r"[a-zA-Z0-9_-]+")
 _TOKEN_RE = re.compile(r"[-/_=a-zA-Z0-9]+")
@@ -402,7 +407,7 @@ class KeyWatcher:
             inactive_threshold=self._inactive_threshold,
         )
         try:
-            return oc, oc.messages()
+            return oc, oc.messages(heartbeat=_WATCH_HEARTBEAT)
         except BaseException:
             oc.delete()
             raise

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import List, Optional, Sequence
 
 from .. import errors
+from .._timeouts import Deadline
 from ..jetstream.api import StorageType, check_stream_name
 from ..jetstream.context import JetStream
 from ..jetstream.kv import Entry, KeyValue
@@ -18,6 +20,7 @@ __all__ = ["bucket", "check_handler", "check_name", "check_names", "check_stream
 # no dots, wildcards, whitespace or path separators.
 _NAME = re.compile(r"[^.*>\s/\\]+\Z")
 _SUBJECT = re.compile(r"\S+\Z")
+_PROBE_KEY = "_pcgroups_probe"  # not a "<stream>.<group>" key: never a record
 
 
 def check_stream(stream: object) -> str:
@@ -69,7 +72,24 @@ def bucket(js: JetStream, name: str, kind: str, create_replicas: Optional[int] =
                 f"there are no {kind} consumer groups: the bucket {name!r} does not exist "
                 f"(create_{kind} makes it)"
             ) from None
-    return js.create_key_value(bucket=name, replicas=create_replicas, storage=StorageType.FILE)
+    kv = js.create_key_value(bucket=name, replicas=create_replicas, storage=StorageType.FILE)
+    _await_direct_gets(kv, Deadline(js.timeout, f"the new bucket {name!r} answering"))
+    return kv
+
+
+def _await_direct_gets(kv: KeyValue, deadline: Deadline) -> None:
+    """Until the new bucket answers a get. Its replicas start answering direct gets a moment
+    after the create returned (seen on a 3-node cluster: a get right after creating an R3
+    bucket found no responders), and the caller reads the bucket next."""
+    while True:
+        try:
+            kv.get(_PROBE_KEY)
+            return  # nobody writes the probe key, but an answer is an answer
+        except errors.KeyNotFoundError:
+            return
+        except errors.NoRespondersError:
+            deadline.check()
+            time.sleep(min(0.02, deadline.remaining()))
 
 
 def read_record(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
