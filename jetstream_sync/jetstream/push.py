@@ -753,6 +753,15 @@ def _attach(
         pending_msgs_limit,
         pending_bytes_limit,
     )
+    # Bound means the server knows it: the member that made a queue durable deletes it
+    # when it leaves and push_bound says nobody else listens, and a SUB still on its way
+    # does not count (the usage matrix saw a durable deleted under a member that had just
+    # joined). One round trip, when connected; a reconnect sends the SUB anyway.
+    if js._nc.is_connected:
+        try:
+            js._nc.flush(js._timeout)
+        except (errors.TimeoutError, errors.ConnectionLostError):
+            pass  # the SUB is sent (or resent by the reconnect): the server will have it
     return jsub
 
 

@@ -425,3 +425,26 @@ def test_fault_table(nats_server: NATSServer) -> None:
         assert row["hangs"] == 0, row
         assert row["acked"] > 0, row
         assert row["consumed"] == row["acked"], row  # the pull consumer got every one too
+
+
+def test_a_queue_member_that_just_joined_counts_when_the_durables_maker_leaves(
+    proxy: FaultProxy, js: JetStream, stream: str
+) -> None:
+    """js.subscribe returns once the server has the member's SUB. Here every byte the
+    joining member sends takes 10 ms, so its SUB would still be on its way for a good part
+    of a second after its lookups. The member that made the queue durable leaves right
+    after the other's subscribe returned: it must find the other bound and leave the
+    durable to it (the usage matrix saw it deleted under a member that had just joined)."""
+    p = stream.lower()
+    maker = js.subscribe(f"{p}.>", queue="work", stream=stream)
+    with nats.connect(proxy.url) as nc_b:
+        js_b = nc_b.jetstream()
+        proxy.fragment(0.01, direction=UP)
+        joined = js_b.subscribe(f"{p}.>", queue="work", stream=stream)
+        maker.unsubscribe()  # made it, others bound: leaves it
+        proxy.heal()
+        assert js.consumer_info(stream, "work").push_bound
+        js.publish(f"{p}.x", b"still served")
+        assert joined.next_msg(timeout=5).data == b"still served"
+        joined.unsubscribe()
+    js.delete_consumer(stream, "work")
