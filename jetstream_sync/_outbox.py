@@ -269,26 +269,7 @@ class Outbox:
                 self.check_payload(n)
             size = SIZE_LINES.get(n) or size_line(n)
             frame = b"".join((prefix, reply.encode(), b" ", size, data, CRLF))
-        if not self.pub_fast:
-            self.enqueue_pub_slow(frame, n)
-            return
-        out = self.out
-        out.append(frame)
-        self.out_bytes += n
-        if len(out) > HIGH_WATER:
-            self.write_behind()
-        elif self.kicked:
-            pass
-        elif len(out) >= _ACK_BATCH:
-            self.kicked = True
-            self.kick.set()
-        elif not self._linger:
-            self._linger = True
-            timers = self.timers
-            if timers is None or self.link.closing:
-                self._linger_done()
-            else:
-                timers.call_later(_ACK_LINGER, self._linger_done)
+        self.enqueue_lazily(frame, n)
 
     def publish_trusted(self, subject: str, data: bytes) -> None:
         """Publish to a subject the server gave us (an ack subject): valid by construction,
@@ -299,6 +280,12 @@ class Outbox:
         except KeyError:
             size = size_line(n)
         frame = b"".join((b"PUB ", subject.encode(), b" ", size, data, CRLF))
+        self.enqueue_lazily(frame, n)
+
+    def enqueue_lazily(self, frame: bytes, n: int) -> None:
+        """Queue a frame nobody waits on at once (an ack, a fast-ingest message whose
+        caller writes the buffer itself): the flusher wakes for a batch of them, or for
+        what is still queued _ACK_LINGER later, not for each."""
         if not self.pub_fast:
             self.enqueue_pub_slow(frame, n)
             return
@@ -310,13 +297,13 @@ class Outbox:
         elif self.kicked:
             pass
         elif len(out) >= _ACK_BATCH:
-            # A batch being acked: let the server work through these while we go on.
+            # A batch (of acks): let the server work through these while we go on.
             self.kicked = True
             self.kick.set()
         elif not self._linger:
-            # An ack is not urgent, and the caller's next request (the next fetch) usually
-            # writes it along within microseconds: wake the flusher only if that has not
-            # happened within _ACK_LINGER, instead of a thread wake-up per ack.
+            # Not urgent, and the caller's next write (the next fetch, the window's edge)
+            # usually takes it along within microseconds: wake the flusher only if that has
+            # not happened within _ACK_LINGER, instead of a thread wake-up per frame.
             self._linger = True
             timers = self.timers
             if timers is None or self.link.closing:
