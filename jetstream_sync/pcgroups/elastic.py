@@ -53,7 +53,16 @@ from .partitions import (
     partitioning_transform_dest,
 )
 from .records import ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter
-from .store import bucket, check_handler, check_name, check_names, check_stream, read_record
+from .store import (
+    bucket,
+    check_handler,
+    check_name,
+    check_names,
+    check_stream,
+    delete_record,
+    group_names,
+    read_record,
+)
 
 __all__ = [
     "add_members",
@@ -181,23 +190,13 @@ def create_elastic(
 def delete_elastic(js: JetStream, stream: str, group: str) -> None:
     """Delete the group's record (its running members end) and its work-queue stream."""
     stream, group = check_stream(stream), check_name(group, "group")
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
-    try:
-        kv.delete(config_key(stream, group))
-    except errors.KeyNotFoundError:
-        pass
+    delete_record(bucket(js, ELASTIC_BUCKET, "elastic"), stream, group)
     js.delete_stream(elastic_stream_name(stream, group))
 
 
 def list_elastic(js: JetStream, stream: str) -> List[str]:
     """The names of the elastic groups on ``stream``."""
-    stream = check_stream(stream)
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
-    try:
-        keys = kv.keys(f"{stream}.*")
-    except errors.NoKeysError:
-        return []
-    return [k.split(".", 1)[1] for k in keys]
+    return group_names(bucket(js, ELASTIC_BUCKET, "elastic"), check_stream(stream))
 
 
 def _rewrite(

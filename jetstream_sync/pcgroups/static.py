@@ -38,7 +38,16 @@ from .partitions import (
     static_partition_filters,
 )
 from .records import MemberMapping, StaticConsumerGroupConfig
-from .store import bucket, check_handler, check_name, check_names, check_stream, read_record
+from .store import (
+    bucket,
+    check_handler,
+    check_name,
+    check_names,
+    check_stream,
+    delete_record,
+    group_names,
+    read_record,
+)
 
 __all__ = [
     "create_static",
@@ -106,11 +115,7 @@ def create_static(
 def delete_static(js: JetStream, stream: str, group: str) -> None:
     """Delete the group's record (its running members end) and its members' consumers."""
     stream, group = check_stream(stream), check_name(group, "group")
-    kv = bucket(js, STATIC_BUCKET, "static")
-    try:
-        kv.delete(config_key(stream, group))
-    except errors.KeyNotFoundError:
-        pass
+    delete_record(bucket(js, STATIC_BUCKET, "static"), stream, group)
     failed: List[str] = []
     for name in js.consumer_names(stream):
         if name.startswith(f"{group}-"):
@@ -128,13 +133,7 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
 
 def list_static(js: JetStream, stream: str) -> List[str]:
     """The names of the static groups on ``stream``."""
-    stream = check_stream(stream)
-    kv = bucket(js, STATIC_BUCKET, "static")
-    try:
-        keys = kv.keys(f"{stream}.*")
-    except errors.NoKeysError:
-        return []
-    return [k.split(".", 1)[1] for k in keys]
+    return group_names(bucket(js, STATIC_BUCKET, "static"), check_stream(stream))
 
 
 def static_active_members(js: JetStream, stream: str, group: str) -> List[str]:

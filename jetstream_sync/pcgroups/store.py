@@ -100,3 +100,20 @@ def read_record(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
         raise ConsumerGroupNotFoundError(
             f"{kind} consumer group {key!r} does not exist (create_{kind} makes it)"
         ) from None
+
+
+def delete_record(kv: KeyValue, stream: str, group: str) -> None:
+    """Delete a group's record (its running members end); a missing one is fine."""
+    try:
+        kv.delete(config_key(stream, group))
+    except errors.KeyNotFoundError:
+        pass
+
+
+def group_names(kv: KeyValue, stream: str) -> List[str]:
+    """The names of the groups on ``stream`` that have a record in ``kv``."""
+    try:
+        keys = kv.keys(f"{stream}.*")
+    except errors.NoKeysError:
+        return []
+    return [k.split(".", 1)[1] for k in keys]
