@@ -116,8 +116,26 @@ def parse_header_block(raw: bytes) -> Tuple[Optional[int], str, Headers]:
         key, sep, value = line.partition(":")
         if not sep or not key or key != key.strip():
             raise ProtocolError(f"malformed header line: {line[:64]!r}")
+        if not key.isascii() or any(c.isspace() for c in key):
+            # nats-py drops a line whose name is not an ASCII token (it could not be looked
+            # up by any str key a user types); so does this client, rather than keep it.
+            continue
         headers.add(key, value.strip())
     return status, description, headers
+
+
+def _with_status(raw: bytes) -> Tuple[Optional[int], str, Headers]:
+    # A status message's headers also carry its status line as "Status" and "Description"
+    # (nats-py's keys), so code that reads msg.headers["Status"] ports unchanged.
+    status, description, headers = parse_header_block(raw)
+    if status is None:
+        return status, description, headers
+    with_status = Headers({"Status": f"{status:03d}"})
+    if description:
+        with_status.add("Description", description)
+    for key, value in headers.multi_items():
+        with_status.add(key, value)
+    return status, description, with_status
 
 
 def encode_headers(headers: HeadersLike, status: str = "") -> bytes:
@@ -223,12 +241,14 @@ class Msg:
         parsed = self._headers
         if parsed is None:
             hdr = self._hdr
-            parsed = (None, "", Headers()) if hdr is None else parse_header_block(hdr)
+            parsed = (None, "", Headers()) if hdr is None else _with_status(hdr)
             self._headers = parsed
         return parsed
 
     @property
     def headers(self) -> Headers:
+        """The headers; a status message's (``NATS/1.0 404 No Messages``) also carry its
+        status line as ``Status`` and ``Description``, as nats-py's do."""
         return self._parsed()[2]
 
     @property

@@ -188,7 +188,7 @@ def test_hmsg_404_no_messages() -> None:
     assert msg.header_bytes == b"NATS/1.0 404 No Messages\r\n\r\n"
     assert msg.status == 404
     assert msg.description == "No Messages"
-    assert len(msg.headers) == 0
+    assert dict(msg.headers) == {"Status": "404", "Description": "No Messages"}  # nats-py's
     assert "headers=28B" in repr(msg)
 
 
@@ -198,7 +198,7 @@ def test_hmsg_503_without_description() -> None:
     assert msg.data == b""
     assert msg.status == 503
     assert msg.description == ""
-    assert msg.headers == {}
+    assert msg.headers == {"Status": "503"}
 
 
 def test_hmsg_408_request_timeout() -> None:
@@ -276,7 +276,12 @@ def test_hmsg_status_with_headers() -> None:
     msg = only_msg(hmsg("_INBOX.hb", 4, header, b""))
     assert msg.status == 100
     assert msg.description == "Idle Heartbeat"
-    assert dict(msg.headers) == {"Nats-Last-Consumer": "5", "Nats-Last-Stream": "9"}
+    assert dict(msg.headers) == {
+        "Status": "100",
+        "Description": "Idle Heartbeat",
+        "Nats-Last-Consumer": "5",
+        "Nats-Last-Stream": "9",
+    }
 
 
 def test_hmsg_header_only_no_payload_and_minimal_block() -> None:
@@ -1095,3 +1100,26 @@ def test_good_queue(queue: str) -> None:
 def test_bad_queue(queue: str, needle: str) -> None:
     with pytest.raises(BadSubjectError, match=needle):
         proto.check_queue(queue)
+
+
+def test_a_status_message_shows_its_status_line_in_headers_as_nats_py_does() -> None:
+    # nats-py: a raw pull's 404 has headers {'Status': '404', 'Description': 'No Messages'}
+    msg = only_msg(hmsg("s", 1, b"NATS/1.0 404 No Messages\r\n\r\n", b""))
+    assert dict(msg.headers) == {"Status": "404", "Description": "No Messages"}
+    assert (msg.status, msg.description) == (404, "No Messages")
+    beat = b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 7\r\n\r\n"
+    msg = only_msg(hmsg("s", 1, beat, b""))
+    assert list(msg.headers.items()) == [
+        ("Status", "100"),
+        ("Description", "Idle Heartbeat"),
+        ("Nats-Last-Consumer", "7"),
+    ]
+    assert dict(msg.headers) == dict(msg.headers)  # parsed once, the same on every access
+    bare = only_msg(hmsg("s", 1, b"NATS/1.0 503\r\n\r\n", b""))
+    assert dict(bare.headers) == {"Status": "503"}
+
+
+def test_a_header_line_whose_name_is_not_ascii_is_dropped_as_nats_py_does() -> None:
+    block = "NATS/1.0\r\nA: 1\r\nNäme: x\r\nB: 2\r\n\r\n".encode()
+    msg = only_msg(hmsg("s", 1, block, b""))
+    assert dict(msg.headers) == {"A": "1", "B": "2"}
