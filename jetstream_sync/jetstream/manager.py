@@ -339,9 +339,19 @@ class JetStreamManager:
             if action:
                 body["action"] = action
             subject = f"CONSUMER.CREATE.{stream}.{name}"
-            if cfg.filter_subject and not cfg.filter_subjects:
+            if self._filter_in_subject(cfg.filter_subject) and not cfg.filter_subjects:
                 subject += f".{cfg.filter_subject}"
         return api.ConsumerInfo.from_dict(self._api(subject, body, timeout))
+
+    def _filter_in_subject(self, filter_subject: Optional[str]) -> bool:
+        # The filter rides in the create subject (for permissions on it), as nats.go and
+        # nats-py send it, except ">" (all of the stream: nats-py's rule) and, on a pedantic
+        # connection, any wildcard filter: the server refuses a wildcard publish subject there.
+        if not filter_subject or filter_subject == ">":
+            return False
+        if self._nc._network.dial_opts.pedantic:
+            return not any(t in ("*", ">") for t in filter_subject.split("."))
+        return True
 
     def _legacy_consumer_api(self) -> bool:
         return _version(self._nc.server_info.get("version", "")) < (2, 9, 0)

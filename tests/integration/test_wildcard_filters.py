@@ -132,3 +132,21 @@ def test_a_literal_publish_subject_is_still_checked(js: JetStream, stream: str) 
         js.nc.publish(f"{p}.a.>", b"x")
     with pytest.raises(nats.BadSubjectError):
         js.nc.request(f"{p}.a.*", b"x", timeout=0.5)
+
+
+def test_a_filter_of_everything_stays_out_of_the_create_subject(
+    server_factory: Callable[..., NATSServer], tmp_path: Path
+) -> None:
+    """nats-py's rule: filter_subject=">" creates on CONSUMER.CREATE.<stream>.<name>, which a
+    pedantic connection may publish to; on one, a wildcard filter stays out of it too."""
+    srv = server_factory(jetstream=True, trace_log=str(tmp_path / "trace.log"))
+    with nats.connect(srv.url, pedantic=True) as nc:
+        js = nc.jetstream()
+        js.add_stream(name="S", subjects=["s.>"])
+        info = js.add_consumer("S", durable_name="d", filter_subject=">")
+        assert info.config.filter_subject == ">"
+        js.add_consumer("S", durable_name="w", filter_subject="s.*")
+        js.add_consumer("S", durable_name="lit", filter_subject="s.x")
+    log = srv.wait_for_log("$JS.API.CONSUMER.CREATE.S.lit.s.x")
+    assert "$JS.API.CONSUMER.CREATE.S.d.>" not in log
+    assert "$JS.API.CONSUMER.CREATE.S.w.s.*" not in log
