@@ -189,7 +189,12 @@ class JetStreamSubscription:
     def _answer_flow_control(self, subject: str) -> None:
         if subject != self._answered_fc:
             self._answered_fc = subject
-            self._core.publish_trusted(subject, b"")
+            try:
+                self._core.publish_trusted(subject, b"")
+            except (errors.ConnectionClosedError, errors.ConnectionDrainingError):
+                # Closed (or draining) under a queued request: nobody is left to flow to,
+                # and this runs on the reader or callback thread, which must live on.
+                pass
 
     def _watchdog(self) -> None:
         """Timer thread: heartbeat_alarm intervals without anything is an alarm (once per

@@ -674,3 +674,21 @@ def test_binding_refusals_carry_natspy_description(js: JetStream, stream: str) -
         js.subscribe(subj(stream, "*"), queue="foo", durable="single")
     assert err.value.description == "cannot create queue subscription 'foo' to consumer 'single'"
     assert nats.InvalidArgumentError("plain").description == "plain"
+
+
+
+def test_close_with_a_flow_control_reply_queued_leaves_the_callback_thread_alone(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    """nats-py raises nothing when the client closes before a queued flow-control request
+    is handed out; here its answer was a publish on a closed client, whose
+    ConnectionClosedError killed the subscription's callback thread. The request is handed
+    out after close() directly: on the callback thread it is a race."""
+    srv = server_factory(jetstream=True)
+    nc = nats.connect(srv.url)
+    js = nc.jetstream()
+    js.add_stream(name="FC", subjects=["fc"])
+    sub = js.subscribe("fc", cb=lambda m: None, idle_heartbeat=30, flow_control=True)
+    fc = nats.Msg("fc", "$JS.FC.FC.x.1", b"", 1, b"NATS/1.0 100 FlowControl Request\r\n\r\n")
+    nc.close()
+    assert sub._on_take(fc) is True  # taken as a status, nothing raised
