@@ -1095,11 +1095,13 @@ class StatusCode(str, Enum):
 def _check_name(kind: str, name: object) -> str:
     if not isinstance(name, str):
         raise InvalidArgumentError(f"{kind} name must be a str, got {type(name).__name__}")
+    # nats-py's texts ("nats: invalid stream name: 'a.b'"), so ported code matching them
+    # still matches, each followed by what is wrong with the name.
     if not name:
-        raise InvalidArgumentError(f"invalid {kind} name {name!r}: it is empty")
+        raise InvalidArgumentError(f"nats: {kind} name is required: it is empty")
     for ch in name:
         if ch in ".*>/\\" or ch.isspace() or not ch.isprintable():
-            raise InvalidArgumentError(f"invalid {kind} name {name!r}: it contains {ch!r}")
+            raise InvalidArgumentError(f"nats: invalid {kind} name: {name!r}: it contains {ch!r}")
     return name
 
 
