@@ -86,7 +86,8 @@ class Headers(Mapping[str, str]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Headers({list(self.multi_items())!r})"
+        # Printed as the dict nats-py's headers are; a key with more values shows them all.
+        return repr({k: v[0] if len(v) == 1 else v for k, v in self._map.items()})
 
 
 HeadersLike = Union[Headers, Mapping[str, HeaderValue]]
@@ -333,8 +334,10 @@ class Msg:
         _jsack.send_ack(self, _jsack.term_payload(reason), terminal=True)
 
     def __repr__(self) -> str:
-        data = self.data if len(self.data) <= 32 else self.data[:32] + b"..."
-        extra = f" reply={self.reply!r}" if self.reply else ""
-        if self._hdr is not None:
-            extra += f" headers={len(self._hdr)}B"
-        return f"<Msg subject={self.subject!r}{extra} data={data!r}>"
+        # nats-py's Msg is a dataclass: ported code that prints a Msg prints the same line,
+        # its client's repr aside.
+        return (
+            f"Msg(_client={self._client!r}, subject={self.subject!r}, reply={self.reply!r}, "
+            f"data={self.data!r}, headers={self.header!r}, _metadata=None, "
+            f"_ackd={self.is_acked!r}, _sid={self.sid!r})"
+        )

@@ -959,6 +959,14 @@ class PubAck(Base):
 
     _NATS_PY_KEYS: ClassVar[Mapping[str, str]] = {"batch_id": "batch", "batch_size": "count"}
 
+    def __repr__(self) -> str:
+        # nats-py's dataclass repr, None fields included: ported code prints the same line.
+        return (
+            f"PubAck(stream={self.stream!r}, seq={self.seq!r}, domain={self.domain!r}, "
+            f"duplicate={self.duplicate!r}, batch_id={self.batch_id!r}, "
+            f"batch_size={self.batch_size!r}, val={self.val!r})"
+        )
+
 
 @dataclass(repr=False)
 class AccountLimits(Base):

@@ -248,6 +248,10 @@ def test_consumer_info_values() -> None:
 
 def test_pub_ack_msg_and_account_values() -> None:
     assert PubAck.from_dict(real("pub_ack")) == PubAck(stream="ORDERS", seq=1)
+    assert repr(PubAck(stream="ORDERS", seq=1)) == (  # nats-py's dataclass repr, None and all
+        "PubAck(stream='ORDERS', seq=1, domain=None, duplicate=None, batch_id=None, "
+        "batch_size=None, val=None)"
+    )
     assert PubAck.from_dict(real("pub_ack_duplicate")).duplicate is True
     assert PubAck.from_dict(real("pub_ack_domain")).domain == "hub"
 

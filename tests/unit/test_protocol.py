@@ -172,9 +172,12 @@ def test_msg_owner_is_stamped() -> None:
 
 def test_msg_repr() -> None:
     msg = only_msg(b"MSG foo 1 r 3\r\nabc\r\n")
-    assert repr(msg) == "<Msg subject='foo' reply='r' data=b'abc'>"
+    assert repr(msg) == (  # nats-py's dataclass repr
+        "Msg(_client=None, subject='foo', reply='r', data=b'abc', headers=None, "
+        "_metadata=None, _ackd=False, _sid=1)"
+    )
     long = only_msg(b"MSG foo 1 40\r\n" + b"x" * 40 + b"\r\n")
-    assert repr(long).endswith("data=b'" + "x" * 32 + "...'>")
+    assert "data=b'" + "x" * 40 + "'," in repr(long)  # all of it, as nats-py prints it
 
 
 def test_hmsg_404_no_messages() -> None:
@@ -189,7 +192,7 @@ def test_hmsg_404_no_messages() -> None:
     assert msg.status == 404
     assert msg.description == "No Messages"
     assert dict(msg.headers) == {"Status": "404", "Description": "No Messages"}  # nats-py's
-    assert "headers=28B" in repr(msg)
+    assert "headers={'Status': '404', 'Description': 'No Messages'}" in repr(msg)
 
 
 def test_hmsg_503_without_description() -> None:
@@ -762,7 +765,7 @@ def test_headers_constructors() -> None:
     assert from_dict == {"A": "1", "B": "2"}  # a plain mapping compares first values
     assert from_dict != Headers({"A": "1"})
     assert (from_dict == 5) is False
-    assert repr(from_dict) == "Headers([('A', '1'), ('B', '2'), ('B', '3')])"
+    assert repr(from_dict) == "{'A': '1', 'B': ['2', '3']}"  # printed as nats-py's dict
 
 
 def test_headers_add_and_case_insensitive_lookup() -> None:
