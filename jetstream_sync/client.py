@@ -304,6 +304,8 @@ class Client(NatsPyPrivateNames):
                 "futures here: use sub.next_msg(timeout=...) or cb= (with max_msgs=1)"
             )
         proto.check_subscribe_subject(subject)
+        if queue == "":
+            queue = None  # nats-py's default: an empty queue name is no queue group
         if queue is not None:
             proto.check_queue(queue)
         check_callable(cb, "cb")

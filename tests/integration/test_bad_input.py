@@ -226,3 +226,12 @@ def test_fatal_server_error_closes_the_connection() -> None:
     finally:
         nc.close()
         fake.close()
+
+
+def test_an_empty_queue_is_no_queue_group_as_in_nats_py(nc: nats.Client) -> None:
+    # nats-py's examples call nc.subscribe("discover", "", cb): "" is its default queue
+    a = nc.subscribe("empty.q", "")
+    b = nc.subscribe("empty.q", queue="")
+    assert a.queue == b.queue == ""
+    nc.publish("empty.q", b"both")
+    assert a.next_msg(timeout=5).data == b.next_msg(timeout=5).data == b"both"
