@@ -1243,3 +1243,112 @@ _API_ERRORS.update(
         10172: CounterBrokenError,
     }
 )
+
+
+# --- nats-py's deprecated nats.aio.errors names --------------------------------------------
+# nats-py 2.x still ships them (deprecated since 2.0) as subclasses of its errors, which its
+# client never raises: ``except ErrTimeout`` catches nothing there, and nothing here. Ported
+# code imports them from here (``from jetstream_sync.errors import ErrTimeout``).
+
+__all__ += [
+    "ErrAuthorization",
+    "ErrBadSubject",
+    "ErrBadSubscription",
+    "ErrBadTimeout",
+    "ErrConnectionClosed",
+    "ErrConnectionDraining",
+    "ErrConnectionReconnecting",
+    "ErrDrainTimeout",
+    "ErrInvalidCallbackType",
+    "ErrInvalidUserCredentials",
+    "ErrJsonParse",
+    "ErrMaxPayload",
+    "ErrNoServers",
+    "ErrSecureConnFailed",
+    "ErrSecureConnRequired",
+    "ErrSecureConnWanted",
+    "ErrSlowConsumer",
+    "ErrStaleConnection",
+    "ErrTimeout",
+    "NatsError",
+]
+
+
+class NatsError(Error):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`Error`."""
+
+
+class ErrConnectionClosed(ConnectionClosedError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`ConnectionClosedError`."""
+
+
+class ErrDrainTimeout(DrainTimeoutError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`DrainTimeoutError`."""
+
+
+class ErrInvalidUserCredentials(InvalidUserCredentialsError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`InvalidUserCredentialsError`."""
+
+
+class ErrInvalidCallbackType(InvalidCallbackTypeError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`InvalidCallbackTypeError`."""
+
+
+class ErrConnectionReconnecting(ConnectionReconnectingError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`ConnectionReconnectingError`."""
+
+
+class ErrConnectionDraining(ConnectionDrainingError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`ConnectionDrainingError`."""
+
+
+class ErrMaxPayload(MaxPayloadError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`MaxPayloadError`."""
+
+
+class ErrStaleConnection(StaleConnectionError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`StaleConnectionError`."""
+
+
+class ErrJsonParse(JsonParseError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`JsonParseError`."""
+
+
+class ErrSecureConnRequired(SecureConnRequiredError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`SecureConnRequiredError`."""
+
+
+class ErrSecureConnWanted(SecureConnWantedError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`SecureConnWantedError`."""
+
+
+class ErrSecureConnFailed(SecureConnFailedError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`SecureConnFailedError`."""
+
+
+class ErrBadSubscription(BadSubscriptionError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`BadSubscriptionError`."""
+
+
+class ErrBadSubject(BadSubjectError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`BadSubjectError`."""
+
+
+class ErrSlowConsumer(SlowConsumerError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`SlowConsumerError`."""
+
+
+class ErrTimeout(TimeoutError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`TimeoutError`."""
+
+
+class ErrBadTimeout(BadTimeoutError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`BadTimeoutError`."""
+
+
+class ErrAuthorization(AuthorizationError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`AuthorizationError`."""
+
+
+class ErrNoServers(NoServersError):
+    """Deprecated: nats-py\'s ``nats.aio.errors`` name; use :class:`NoServersError`."""

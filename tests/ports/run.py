@@ -31,6 +31,7 @@ def alias_nats() -> None:
         "nats.js": jetstream_sync.jetstream,
         "nats.js.errors": jetstream_sync.errors,
         "nats.js.api": jetstream_sync.jetstream.api,
+        "nats.aio.errors": jetstream_sync.errors,  # nats-py's deprecated names are there
     }
     sys.modules.update(modules)  # type: ignore[arg-type]
 

@@ -503,3 +503,21 @@ def test_the_walk_sees_a_missing_name_a_missing_parameter_and_a_changed_order() 
     assert not found["call(payload)"].ok
     assert not found["call(order)"].ok
     assert not _has(Ours, "gone") and _has(Ours, "call")
+
+
+def test_nats_aio_errors_deprecated_names_are_here() -> None:
+    """nats-py still ships nats.aio.errors (ErrTimeout, ErrNoServers, ...), deprecated
+    subclasses of its errors; its examples import them. Each is in jetstream_sync.errors, a
+    subclass of our error of the same meaning."""
+    import nats.aio.errors as old
+
+    from jetstream_sync import errors as ours
+
+    names = [
+        n for n, v in vars(old).items() if isinstance(v, type) and v.__module__ == old.__name__
+    ]
+    assert len(names) >= 20
+    for name in names:
+        base = getattr(old, name).__mro__[1].__name__
+        assert issubclass(getattr(ours, name), getattr(ours, base)), name
+        assert name in ours.__all__, name
