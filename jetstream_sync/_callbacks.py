@@ -46,12 +46,14 @@ class Callbacks:
         if fn is not None:
             self._queue.put((fn, args))
 
-    def report(self, err: errors.NATSError) -> None:
+    def report(self, err: BaseException) -> None:
         """Hand ``err`` to error_cb on the callback thread (or log it when there is none)."""
         if self.error_cb is not None and self._link.state is not NEW:
             self._queue.put((self.error_cb, (err,)))
-        else:
+        elif isinstance(err, errors.NATSError):
             log.warning("jetstream_sync: %s: %s", type(err).__name__, err)
+        else:  # a user callback's own exception: its traceback says which callback
+            log.warning("jetstream_sync: a callback raised %s", type(err).__name__, exc_info=err)
 
     def report_now(self, err: errors.NATSError) -> None:
         """Hand ``err`` to error_cb in this thread, now: connect() reports its failed

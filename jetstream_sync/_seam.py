@@ -160,7 +160,7 @@ class Core(Protocol):
         """Forget a close hook (no error if absent)."""
         ...
 
-    def report(self, err: NATSError) -> None:
+    def report(self, err: BaseException) -> None:
         """Hand ``err`` to error_cb on the callback thread (logged when there is none)."""
         ...
 

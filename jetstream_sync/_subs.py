@@ -36,7 +36,7 @@ class SubscriptionTable:
         self,
         link: Link,
         outbox: Outbox,
-        report: Callable[[errors.NATSError], None],
+        report: Callable[[BaseException], None],
         flush: Callable[[float], None],
     ) -> None:
         self.link = link

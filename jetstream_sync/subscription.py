@@ -253,12 +253,9 @@ class Subscription:
             try:
                 cb(msg)
             except BaseException as exc:  # the user's exception must not end the loop
-                err = errors.CallbackError(
-                    f"callback of subscription on {self.subject!r} raised "
-                    f"{type(exc).__name__}: {exc}"
-                )
-                err.__cause__ = exc
-                self._table.report(err)
+                # error_cb gets the exception itself, as in nats-py (ported code checks its
+                # type); without an error_cb it is logged with its subscription.
+                self._table.report(exc)
 
     # --- state and control --------------------------------------------------------------
 

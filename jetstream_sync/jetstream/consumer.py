@@ -635,7 +635,7 @@ class _Pump:
         else:
             self._pull()
 
-    def _report(self, err: errors.NATSError) -> None:
+    def _report(self, err: BaseException) -> None:
         self._core.report(err)
 
     report = _report
@@ -906,7 +906,7 @@ class _Source(Protocol):
 
     def drain(self, timeout: float) -> None: ...
 
-    def report(self, err: errors.NATSError) -> None: ...
+    def report(self, err: BaseException) -> None: ...
 
 
 class MessagesContext:
@@ -975,11 +975,7 @@ class ConsumeContext:
                 try:
                     self._cb(msg)
                 except BaseException as exc:  # the user's exception must not end the loop
-                    err = errors.CallbackError(
-                        f"consume callback of {self._pump.where} raised {type(exc).__name__}: {exc}"
-                    )
-                    err.__cause__ = exc
-                    self._pump.report(err)
+                    self._pump.report(exc)  # itself, as subscribe callbacks' (nats-py's way)
         finally:
             self._done.set()
 

@@ -288,7 +288,7 @@ class _OrderedPump:
     def error(self) -> Optional[errors.NATSError]:
         return self._pump.error
 
-    def report(self, err: errors.NATSError) -> None:
+    def report(self, err: BaseException) -> None:
         self._pump.report(err)
 
     @property

@@ -112,8 +112,8 @@ def test_callback_exception_reported_and_loop_continues(nats_server: NATSServer)
         nc.publish("core.cberr", b"ok")
         assert got.wait(5)
         wait_until(lambda: errs, 5, "error_cb")
-    assert isinstance(errs[0], nats.CallbackError)
-    assert isinstance(errs[0].__cause__, RuntimeError) and "user bug" in str(errs[0])
+    # the exception itself, as nats-py hands it to error_cb
+    assert isinstance(errs[0], RuntimeError) and str(errs[0]) == "user bug"
 
 
 @pytest.mark.smoke

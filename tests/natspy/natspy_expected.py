@@ -223,11 +223,6 @@ DIFFERENT: Dict[str, str] = {
         "(InvalidArgumentError, ADR-15); nats-py lets the server refuse it (APIError "
         "'consumer with flow control also needs heartbeats')"
     ),
-    "test_js.py::AckPolicyTest::test_double_acking_subscribe": (
-        "an exception from a callback reaches error_cb as CallbackError with the original "
-        "(here MsgAlreadyAckdError) as __cause__, as for every callback; nats-py hands "
-        "error_cb the exception itself"
-    ),
 }
 
 TO_FIX: Dict[str, str] = {}
