@@ -676,7 +676,6 @@ def test_binding_refusals_carry_natspy_description(js: JetStream, stream: str) -
     assert nats.InvalidArgumentError("plain").description == "plain"
 
 
-
 def test_close_with_a_flow_control_reply_queued_leaves_the_callback_thread_alone(
     server_factory: Callable[..., NATSServer],
 ) -> None:
