@@ -212,13 +212,14 @@ def _operation(headers: Optional[Headers]) -> Optional[str]:
 @dataclass(frozen=True)
 class Entry:
     """One revision of a key. ``operation`` is None for a value, ``"DEL"`` or ``"PURGE"``
-    for a marker (whose ``value`` is empty). ``delta``: how many newer messages the
+    for a marker, whose ``value`` is None from ``get()`` (the entry of KeyDeletedError) and
+    ``b''`` from a watch or history, as in nats-py. ``delta``: how many newer messages the
     watch or history still had to deliver (0 for the latest; None for ``get(revision=)``).
     ``created``: when the server stored it."""
 
     bucket: str
     key: str
-    value: bytes
+    value: Optional[bytes]
     revision: int
     delta: Optional[int] = None
     created: Optional[_dt.datetime] = None
@@ -586,7 +587,9 @@ class KeyValue:
             other = raw.subject[len(self._pre) :] if raw.subject.startswith(self._pre) else ""
             raise KeyNotFoundError(f"{self._where(key)} not found{at}: it is key {other!r}")
         op = _operation(raw.headers)
-        entry = Entry(self._name, key, raw.data, raw.seq, 0 if seq is None else None, raw.time, op)
+        # A marker read by get() has value None, as in nats-py (whose watch gives b'')
+        value = None if op is not None else raw.data
+        entry = Entry(self._name, key, value, raw.seq, 0 if seq is None else None, raw.time, op)
         if op is not None:
             verb = "deleted" if op == KV_DEL else "purged"
             raise KeyDeletedError(

@@ -91,7 +91,7 @@ def _read(js: JetStream, stream: str, group: str) -> ElasticConsumerGroupConfig:
 
 def _read_from(kv: KeyValue, stream: str, group: str) -> ElasticConsumerGroupConfig:
     entry = read_record(kv, stream, group, "elastic")
-    config = ElasticConsumerGroupConfig.from_json(entry.value, entry.revision)
+    config = ElasticConsumerGroupConfig.from_json(entry.value or b"", entry.revision)
     config.validate()
     return config
 
@@ -159,11 +159,11 @@ def create_elastic(
         except errors.KeyWrongLastSequenceError:
             existing = kv.get(key)  # another creator was first: compare with theirs
     if existing is not None:
-        current = ElasticConsumerGroupConfig.from_json(existing.value, existing.revision)
+        current = ElasticConsumerGroupConfig.from_json(existing.value or b"", existing.revision)
         if not current.same_shape(config):
             raise ConsumerGroupExistsError(
                 f"elastic consumer group {key!r} exists with a different config "
-                f"({existing.value.decode(errors='replace')}): delete it first to change it"
+                f"({(existing.value or b'').decode(errors='replace')}): delete it first to change it"
             )
         config = current
     pfs = config.partitioning_filters or [PartitioningFilter(">", [])]
@@ -410,7 +410,7 @@ class _ElasticMember(MemberRunner):
             self.stop_consuming()
             return True  # the group was deleted: a normal end
         try:
-            new = ElasticConsumerGroupConfig.from_json(entry.value, entry.revision)
+            new = ElasticConsumerGroupConfig.from_json(entry.value or b"", entry.revision)
             new.validate()
         except ConsumerGroupConfigError as exc:
             self.stop_consuming()

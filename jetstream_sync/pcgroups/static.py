@@ -64,7 +64,7 @@ def get_static_config(js: JetStream, stream: str, group: str) -> StaticConsumerG
     """The group's config as stored (ConsumerGroupNotFoundError if there is none)."""
     kv = bucket(js, STATIC_BUCKET, "static")
     entry = read_record(kv, check_stream(stream), check_name(group, "group"), "static")
-    config = StaticConsumerGroupConfig.from_json(entry.value)
+    config = StaticConsumerGroupConfig.from_json(entry.value or b"")
     config.validate()
     return config
 
@@ -103,11 +103,11 @@ def create_static(
             return config
         except errors.KeyWrongLastSequenceError:
             existing = kv.get(key)  # another creator was first: compare with theirs
-    current = StaticConsumerGroupConfig.from_json(existing.value)
+    current = StaticConsumerGroupConfig.from_json(existing.value or b"")
     if current != config:
         raise ConsumerGroupExistsError(
             f"static consumer group {key!r} exists with a different config "
-            f"({existing.value.decode(errors='replace')}): delete it first to change it"
+            f"({(existing.value or b'').decode(errors='replace')}): delete it first to change it"
         )
     return current
 
@@ -245,7 +245,7 @@ class _StaticMember(MemberRunner):
         if entry.operation in (KV_DEL, KV_PURGE):
             return self._end(None)
         try:
-            new = StaticConsumerGroupConfig.from_json(entry.value)
+            new = StaticConsumerGroupConfig.from_json(entry.value or b"")
             new.validate()
         except ConsumerGroupConfigError as exc:
             return self._end(exc)

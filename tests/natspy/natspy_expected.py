@@ -205,9 +205,9 @@ DIFFERENT: Dict[str, str] = {
         "' prefix); the test compares nats-py's texts, the error types match"
     ),
     "test_js.py::KVTest::test_kv_simple": (
-        "a deleted entry's value is b'' (Entry.value is always bytes; nats-py turns an empty "
-        "payload into None), and purge('hello.*') is refused: a key is a literal subject, as "
-        "in put (see test_key_validation_bypass)"
+        "purge('hello.*') is refused (InvalidKeyError): a key is a literal subject, as in put "
+        "(see test_key_validation_bypass); nats-py's purge of a wildcard writes one marker on "
+        "the pattern itself, which no get() ever reads back"
     ),
     "test_js.py::ObjectStoreTest::test_object_file_basics": (
         "get('') is refused before any request as InvalidObjectNameError (an object has a "
