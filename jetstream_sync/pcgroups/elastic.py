@@ -163,7 +163,8 @@ def create_elastic(
         if not current.same_shape(config):
             raise ConsumerGroupExistsError(
                 f"elastic consumer group {key!r} exists with a different config "
-                f"({(existing.value or b'').decode(errors='replace')}): delete it first to change it"
+                f"({(existing.value or b'').decode(errors='replace')}): "
+                "delete it first to change it"
             )
         config = current
     pfs = config.partitioning_filters or [PartitioningFilter(">", [])]
