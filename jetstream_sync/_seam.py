@@ -248,3 +248,9 @@ def dispatcher(sub: Subscription) -> Optional[Any]:
 def end_error(sub: Subscription) -> Optional[NATSError]:
     """Why ``sub`` ended, None while it is live."""
     return sub._end_error
+
+
+def is_pedantic(client: Client) -> bool:
+    """Whether ``client`` connected with ``pedantic=True`` (the server then refuses a
+    wildcard publish subject, even an API request's)."""
+    return client._network.dial_opts.pedantic

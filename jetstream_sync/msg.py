@@ -247,9 +247,15 @@ class Msg:
         return parsed
 
     @property
-    def headers(self) -> Headers:
-        """The headers; a status message's (``NATS/1.0 404 No Messages``) also carry its
-        status line as ``Status`` and ``Description``, as nats-py's do."""
+    def headers(self) -> Optional[Headers]:
+        """The headers, or None when the message has none (nats-py's ``msg.headers``); a
+        status message's (``NATS/1.0 404 No Messages``) also carry its status line as
+        ``Status`` and ``Description``, as nats-py's do."""
+        return None if self._hdr is None else self._parsed()[2]
+
+    @property
+    def all_headers(self) -> Headers:
+        """The headers, an empty Headers when the message has none (never None)."""
         return self._parsed()[2]
 
     @property

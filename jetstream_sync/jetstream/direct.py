@@ -77,7 +77,7 @@ def raw_from_direct(msg: Msg, stream: str) -> api.RawStreamMsg:
         raise errors.NoMessageFoundError(404, 10037, msg.description or "no message found")
     if status is not None:
         raise errors.JetStreamError(f"direct get answered status {status} {msg.description}")
-    headers = msg.headers
+    headers = msg.all_headers
     try:
         seq = int(headers[_H_SEQ])
     except (KeyError, ValueError):
@@ -103,7 +103,7 @@ class _EndOfBatch:
     __slots__ = ("last", "pending", "up_to")
 
     def __init__(self, msg: Msg, what: str) -> None:
-        h = msg.headers
+        h = msg.all_headers
         try:
             self.pending = int(h[_H_PENDING])
             self.last = int(h.get(_H_LAST, "0"))
@@ -283,7 +283,7 @@ class DirectGetter:
                     msg = _next(sub, deadline, what, stream, got, t)
                     status = msg.status
                     if status is None:
-                        if _H_PENDING not in msg.headers:
+                        if _H_PENDING not in msg.all_headers:
                             raise errors.JetStreamError(
                                 f"{what}: the server answered with one message and no batch: "
                                 "batch direct get needs nats-server 2.11 or later"

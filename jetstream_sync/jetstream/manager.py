@@ -24,6 +24,7 @@ from typing import (
 
 from .. import errors
 from .._protocol import check_publish_subject, check_subscribe_subject
+from .._seam import is_pedantic
 from . import api
 from .api_level import ApiLevels, stream_config_level
 from .direct import raw_from_direct
@@ -349,7 +350,7 @@ class JetStreamManager:
         # connection, any wildcard filter: the server refuses a wildcard publish subject there.
         if not filter_subject or filter_subject == ">":
             return False
-        if self._nc._network.dial_opts.pedantic:
+        if is_pedantic(self._nc):
             return not any(t in ("*", ">") for t in filter_subject.split("."))
         return True
 

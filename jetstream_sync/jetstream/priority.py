@@ -238,7 +238,7 @@ class PinState:
         pinned one."""
         if raw_headers(msg) is None:
             return
-        pin = msg.headers.get(PIN_HEADER)
+        pin = msg.all_headers.get(PIN_HEADER)
         if not pin:
             return
         with self._lock:

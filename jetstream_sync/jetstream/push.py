@@ -135,10 +135,10 @@ class JetStreamSubscription:
                 arrived.append(msg)
             return False
         if msg.status == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
-            stalled = msg.headers.get("Nats-Consumer-Stalled")
+            stalled = msg.all_headers.get("Nats-Consumer-Stalled")
             if stalled:
                 self._answer_flow_control(stalled)
-            last = msg.headers.get("Nats-Last-Consumer")
+            last = msg.all_headers.get("Nats-Last-Consumer")
             if last and self._check_gaps and last.isdigit():
                 self._check_arrivals()  # what came before the heartbeat first
                 if int(last) != self._consumer_seq:
@@ -908,10 +908,10 @@ class OrderedPushSubscription(JetStreamSubscription):
             self._consumer_seq, self._stream_seq = seqs
             setattr(msg, ACK_STATE, ACK_NONE)  # set_ack_state, as a C call: per message
         elif msg.status == 100 and "flowcontrol" not in msg.description.lower().replace(" ", ""):
-            stalled = msg.headers.get("Nats-Consumer-Stalled")
+            stalled = msg.all_headers.get("Nats-Consumer-Stalled")
             if stalled:
                 self._answer_flow_control(stalled)
-            last = msg.headers.get("Nats-Last-Consumer")
+            last = msg.all_headers.get("Nats-Last-Consumer")
             if last and last.isdigit() and int(last) != self._consumer_seq:
                 self._break("a heartbeat says messages were missed")
             return True

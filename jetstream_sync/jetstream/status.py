@@ -110,7 +110,7 @@ def status_error(msg: Msg, where: str) -> errors.JetStreamError:
 
 def pending_counts(msg: Msg) -> Tuple[int, int]:
     """(messages, bytes) a 408/409 says were still owed to the pull (0 when absent)."""
-    headers = msg.headers
+    headers = msg.all_headers
     try:
         n = int(headers.get("Nats-Pending-Messages") or 0)
         b = int(headers.get("Nats-Pending-Bytes") or 0)

@@ -25,6 +25,11 @@ from jetstream_sync.errors import (
 
 FUNCTIONS = {"map_os_error", "api_error"}
 ERROR_CLASSES = [getattr(errors, name) for name in errors.__all__ if name not in FUNCTIONS]
+# nats-py's deprecated nats.aio.errors names: in jetstream_sync.errors only, for ported imports
+DEPRECATED = {
+    c for c in ERROR_CLASSES if (c.__doc__ or "").startswith("Deprecated: nats-py's ``nats.aio")
+}
+CURRENT = [c for c in ERROR_CLASSES if c not in DEPRECATED]
 
 
 def test_all_lists_every_public_error_class() -> None:
@@ -45,10 +50,15 @@ def test_every_error_is_a_nats_error(cls: Type[BaseException]) -> None:
     assert issubclass(cls, Exception)
 
 
-@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", CURRENT, ids=lambda c: c.__name__)
 def test_every_error_is_exported_from_the_package(cls: Type[BaseException]) -> None:
     assert getattr(jetstream_sync, cls.__name__) is cls
     assert cls.__name__ in jetstream_sync.__all__
+
+
+def test_the_deprecated_nats_aio_names_are_kept_apart() -> None:
+    assert len(DEPRECATED) == 20
+    assert all(not hasattr(jetstream_sync, c.__name__) for c in DEPRECATED)
 
 
 def test_timeout_error_is_builtin_timeout_error() -> None:
@@ -73,7 +83,7 @@ def test_subclass_relations(child: type, parent: type) -> None:
 
 
 def test_only_documented_classes_are_value_errors() -> None:
-    value_errors = {c.__name__ for c in ERROR_CLASSES if issubclass(c, ValueError)}
+    value_errors = {c.__name__ for c in CURRENT if issubclass(c, ValueError)}
     assert value_errors == {
         "InvalidArgumentError",
         "BadSubjectError",
