@@ -132,10 +132,6 @@ DIFFERENT: Dict[str, str] = {
         "disconnected_cb runs once per lost connection; nats-py runs it again when close() "
         "comes while it reconnects"
     ),
-    "test_micro_service.py::MicroServiceTest::test_request_respond": (
-        "a reply without headers has msg.headers == Headers() (always a Headers here); "
-        "msg.header is the None nats-py's test expects"
-    ),
     "test_client.py::NoAuthUserClientTest::test_connect_user": (
         "the permissions error keeps the server's wording (nats-py lowercases the -ERR text, "
         "subjects included): check the PermissionsError type, not the text"

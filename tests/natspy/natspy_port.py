@@ -52,26 +52,32 @@ def cache_dir() -> Path:
     return Path(base) / "jetstream_sync" / f"nats_py-{NATS_PY_VERSION}"
 
 
+def download(url: str, sha256: str, root: Path) -> Path:
+    """The file at ``url`` in ``root`` (downloaded once, checked against its sha256)."""
+    root.mkdir(parents=True, exist_ok=True)
+    archive = root / url.rpartition("/")[2]
+    if not archive.exists():
+        try:
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                data = resp.read()
+        except OSError as exc:
+            raise Unavailable(f"cannot download {url}: {exc}") from exc
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != sha256:
+            raise Unavailable(f"{url}: sha256 {digest}, expected {sha256}")
+        tmp = archive.with_suffix(".part")
+        tmp.write_bytes(data)
+        tmp.replace(archive)
+    return archive
+
+
 def tests_dir() -> Path:
     """nats-py's ``tests/``, extracted from its sdist (downloaded on first use)."""
     root = cache_dir()
     done = root / "tests" / ".extracted"
     if done.exists():
         return root / "tests"
-    root.mkdir(parents=True, exist_ok=True)
-    archive = root / f"nats_py-{NATS_PY_VERSION}.tar.gz"
-    if not archive.exists():
-        try:
-            with urllib.request.urlopen(SDIST_URL, timeout=60) as resp:
-                data = resp.read()
-        except OSError as exc:
-            raise Unavailable(f"cannot download {SDIST_URL}: {exc}") from exc
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != SDIST_SHA256:
-            raise Unavailable(f"{SDIST_URL}: sha256 {digest}, expected {SDIST_SHA256}")
-        tmp = archive.with_suffix(".part")
-        tmp.write_bytes(data)
-        tmp.replace(archive)
+    archive = download(SDIST_URL, SDIST_SHA256, root)
     prefix = f"nats_py-{NATS_PY_VERSION}/tests/"
     with tarfile.open(archive) as tar:
         for member in tar.getmembers():

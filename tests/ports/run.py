@@ -8,9 +8,11 @@ imports from name ours).
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-from typing import Dict
+import threading
+from typing import Any, Dict
 
 
 def delete_await(source: str) -> str:
@@ -36,6 +38,34 @@ def alias_nats() -> None:
     sys.modules.update(modules)  # type: ignore[arg-type]
 
 
+class ThreadLines:
+    """stdout that writes each thread's lines whole: print() writes its arguments, separators
+    and newline one by one, so two threads printing at once mix pieces of their lines. The
+    ported program's callbacks run on threads; asyncio's never interleave a print."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+        self._parts: Dict[int, str] = {}
+
+    def write(self, text: str) -> int:
+        me = threading.get_ident()
+        with self._lock:
+            pending = self._parts.get(me, "") + text
+            head, sep, rest = pending.rpartition("\n")
+            if sep:
+                self._out.write(head + sep)
+            self._parts[me] = rest
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._out.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
+
+
 def main() -> None:
     which, path = sys.argv[1], sys.argv[2]
     with open(path) as f:
@@ -43,6 +73,8 @@ def main() -> None:
     if which == "ours":
         source = delete_await(source)
         alias_nats()
+        if os.environ.get("JSS_THREAD_LINES") == "1":
+            sys.stdout = ThreadLines(sys.stdout)
     elif which != "nats-py":
         raise SystemExit(f"run.py: nats-py or ours, not {which!r}")
     code = compile(source, path, "exec")

@@ -164,7 +164,6 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "`netloc` and `geturl()`"
     ),
     "Client.discovered_servers": "URL strings that also read as `ParseResult`s",
-    "Msg.header": "None when there are no headers, as nats-py; `msg.headers` is always a `Headers`",
     "JetStreamContext.publish": (
         "a 503 (no stream answered) is sent again `retry_attempts` times (default 2), "
         "`retry_wait` apart (0.25 s), nats.go's defaults, then `NoStreamResponseError` (about "
