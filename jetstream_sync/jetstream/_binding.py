@@ -93,10 +93,10 @@ def subject_fits_filters(subject: str, filters: List[str]) -> bool:
     one of them (``events.>`` with filters ``events.1`` and ``events.2``, as nats-py lets
     the filters narrow the subject): either way the subject says nothing false about what
     the consumer delivers."""
-    return subject in filters or all(_covers(subject, f) for f in filters)
+    return subject in filters or all(covers(subject, f) for f in filters)
 
 
-def _covers(pattern: str, subject: str) -> bool:
+def covers(pattern: str, subject: str) -> bool:
     """Every subject ``subject`` matches (it may have wildcards itself), ``pattern`` does."""
     pt = pattern.split(".")
     st = subject.split(".")

@@ -52,6 +52,7 @@ from ..errors import (
 )
 from ..msg import Headers, Msg
 from . import api
+from ._binding import covers
 from .manager import _config, _positive, _version
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,6 +192,10 @@ def _seconds(value: object, what: str) -> Optional[float]:
     if value is None:
         return None
     return check_timeout(value, what)
+
+
+def _has_wildcard(pattern: str) -> bool:
+    return any(token in ("*", ">") for token in pattern.split("."))
 
 
 def _operation(headers: Optional[Headers]) -> Optional[str]:
@@ -772,14 +777,30 @@ class KeyValue:
         return self.watch(">", **options)
 
     def keys(self, filters: Union[str, Sequence[str], None] = None) -> List[str]:
-        """The keys that have a value now (not a marker), oldest change first; ``filters``:
-        key patterns (``*``, ``>``) to list only those. NoKeysError if there are none."""
+        """The keys that have a value now (not a marker), oldest change first. ``filters``
+        list only some: a key pattern with ``*`` or ``>`` lists the keys it matches (given
+        to the server, as nats.go does); a filter without wildcards lists every key that
+        contains it, as nats-py's ``keys(filters=["greet"])`` does (``greeting``,
+        ``greetings``). NoKeysError if there are none."""
+        given = [filters] if isinstance(filters, str) else list(filters or ())
+        contained = [f for f in given if isinstance(f, str) and not _has_wildcard(f)]
         latest: Dict[str, Optional[str]] = {}
-        with self.watch(">" if filters is None else filters, meta_only=True) as watcher:
+        # With a contained-in filter every key is read and the filters applied here
+        where = ">" if filters is None or contained else filters
+        with self.watch(where, meta_only=True) as watcher:
             for entry in watcher._initial():
                 latest.pop(entry.key, None)  # a later change moves the key to the end
                 latest[entry.key] = entry.operation
-        found = [k for k, op in latest.items() if op is None]
+        found = [
+            k
+            for k, op in latest.items()
+            if op is None
+            and (
+                not contained
+                or any(f in k for f in contained)
+                or any(covers(f, k) for f in given if f not in contained)
+            )
+        ]
         if not found:
             which = "" if filters is None else f" matching {filters!r}"
             raise NoKeysError(f"bucket {self._name!r} has no keys{which}")

@@ -807,3 +807,15 @@ def test_nats_py_names(js: JetStream, kv: KeyValue) -> None:
     kv.put("k", b"v")
     e = kv.get("k")
     assert isinstance(e, KeyValue.Entry)
+
+
+def test_keys_with_a_filter_without_wildcards_lists_the_keys_containing_it(kv: KeyValue) -> None:
+    """nats-py's examples/kv.py: keys(filters=["hello", "greet"]) lists every key that
+    contains a filter; a filter with wildcards is a key pattern (nats.go's, ADR-8)."""
+    for key in ("hello", "goodbye", "greetings", "greeting", "app.x", "app.y.z"):
+        kv.put(key, b"v")
+    assert kv.keys(filters=["hello", "greet"]) == ["hello", "greetings", "greeting"]
+    assert kv.keys(filters=["app.*"]) == ["app.x"]
+    assert kv.keys(filters=["bye", "app.>"]) == ["goodbye", "app.x", "app.y.z"]
+    with pytest.raises(nats.NoKeysError):
+        kv.keys(filters=["nothing"])

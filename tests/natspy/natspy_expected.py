@@ -158,9 +158,6 @@ DIFFERENT: Dict[str, str] = {
     "test_client.py::ClientDrainTest::test_drain_subscription_with_future": (
         "subscribe(future=) is refused: there are no asyncio futures; next_msg() or cb= instead"
     ),
-    "test_js.py::KVTest::test_keys_with_filters": (
-        "keys(filters=) takes NATS subject patterns (ADR-8, nats.go), not substrings"
-    ),
     "test_js.py::KVTest::test_key_validation_bypass": (
         "put(validate_keys=False) still refuses a wildcard in the key: a publish subject "
         "must be literal"

@@ -33,6 +33,7 @@ _MASKS: List[Tuple[str, str]] = [
     (r"\$JS\.ACK\.[^\s']+", "$JS.ACK.ID"),  # ack subjects: consumer names and times
     (r"\b[A-Za-z0-9]{22}\b", "ID"),  # nuids: ephemeral consumer names
     (r"\d{4}-\d\d-\d\dT[\d:.]+Z?", "TIME"),
+    (r"\b\d+:\d\d:\d\d(\.\d+)?\b", "DURATION"),  # a timedelta printed
     (r"127\.0\.0\.1:\d+|localhost:\d+", "HOST:PORT"),
     (r"QSUB [AB]:", "QSUB ?:"),  # the server picks a queue group's member at random
 ]

@@ -23,11 +23,25 @@ def delete_await(source: str) -> str:
 
 
 def alias_nats() -> None:
+    import types
+
     import jetstream_sync
+    import jetstream_sync.client
     import jetstream_sync.errors
     import jetstream_sync.jetstream.api
+    import jetstream_sync.msg
+    import jetstream_sync.subscription
 
+    aio = types.ModuleType("nats.aio")  # nats-py's package of the client's modules
+    aio.client = jetstream_sync.client  # type: ignore[attr-defined]
+    aio.errors = jetstream_sync.errors  # type: ignore[attr-defined]
+    aio.msg = jetstream_sync.msg  # type: ignore[attr-defined]
+    aio.subscription = jetstream_sync.subscription  # type: ignore[attr-defined]
     modules: Dict[str, object] = {
+        "nats.aio": aio,
+        "nats.aio.client": jetstream_sync.client,
+        "nats.aio.msg": jetstream_sync.msg,
+        "nats.aio.subscription": jetstream_sync.subscription,
         "nats": jetstream_sync,
         "nats.errors": jetstream_sync.errors,
         "nats.js": jetstream_sync.jetstream,

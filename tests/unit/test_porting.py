@@ -195,9 +195,14 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "would bring older values back"
     ),
     "KeyValue.keys(filters)": (
-        "filters are NATS subject patterns given to the server (`app.*`, `app.>`), as in "
-        "nats.go and ADR-8; nats-py fetches every key and keeps those containing a filter "
-        "as a substring"
+        "a filter without wildcards lists the keys containing it, as in nats-py; one with "
+        "`*` or `>` is a key pattern (`app.*`, `app.>`) as in nats.go and ADR-8, where "
+        "nats-py would look for a literal `*` in the keys (no key has one)"
+    ),
+    "JetStreamContext.PullSubscription.fetch": (
+        "after `unsubscribe()` it raises `BadSubscriptionError` at once; nats-py waits out "
+        "the timeout: a subscription that is gone never gets a message, so waiting only "
+        "hides the mistake"
     ),
 }
 
