@@ -570,11 +570,19 @@ class Publisher:
             pub.wait_all(t)
 
     @property
-    def publish_async_pending(self) -> int:
-        """How many publish_async acks are outstanding. A property (nats-py has a method,
-        ``js.publish_async_pending()``: drop the parentheses)."""
+    def publish_async_pending(self) -> PendingCount:
+        """How many publish_async acks are outstanding: ``js.publish_async_pending``, or
+        nats-py's method call ``js.publish_async_pending()`` (the same number)."""
         pub = self._async
-        return 0 if pub is None else pub.pending
+        return PendingCount(0 if pub is None else pub.pending)
+
+
+class PendingCount(int):
+    """An int that can also be called for itself: ``publish_async_pending`` is a property
+    here and a method in nats-py, and both spellings give the count."""
+
+    def __call__(self) -> int:
+        return int(self)
 
 
 class AckFuture(Future):  # type: ignore[type-arg]

@@ -420,3 +420,9 @@ def test_publish_retries_503_until_a_stream_appears(js: JetStream) -> None:
         assert result[0].stream == "LATE" and result[0].seq == 1
     finally:
         js.delete_stream("LATE")
+
+
+def test_publish_async_pending_reads_as_nats_py_s_method_too(js: JetStream, stream: str) -> None:
+    assert js.publish_async_pending == 0 and js.publish_async_pending() == 0
+    js.publish_async(f"{stream.lower()}.x", b"1").result(10)
+    assert js.publish_async_pending() == js.publish_async_pending == 0

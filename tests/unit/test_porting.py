@@ -173,9 +173,6 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "a 503 fails the future after the same retries as `publish` (sent from the timer "
         "thread); nats-py fails it at the first 503: `retry_attempts=0` does that"
     ),
-    "JetStreamContext.publish_async_pending": (
-        "a property (API.md), not a method: write `js.publish_async_pending` without `()`"
-    ),
     "JetStreamContext.purge_stream": "returns the number of messages purged, not `True`",
     "JetStreamContext.consumers_info(offset)": "reads every page from the offset, not one",
     "JetStreamContext.streams_info(offset)": "reads every page from the offset, not one",
