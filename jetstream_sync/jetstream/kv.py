@@ -53,6 +53,7 @@ from ..errors import (
 from ..msg import Headers, Msg
 from . import api
 from ._binding import covers
+from ._bucket_config import BucketConfigForms
 from .manager import _config, _positive, _version
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -272,7 +273,7 @@ class BucketStatus:
 
 
 @dataclass
-class KeyValueConfig:
+class KeyValueConfig(BucketConfigForms):
     """A bucket's configuration (not the stream's: ``create_key_value`` derives that).
 
     ``ttl`` and ``limit_marker_ttl`` are seconds; ``max_value_size`` and ``max_bytes``

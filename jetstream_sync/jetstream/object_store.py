@@ -52,6 +52,7 @@ from .._nuid import NUID
 from .._timeouts import check_timeout
 from ..msg import Headers
 from . import api
+from ._bucket_config import BucketConfigForms
 
 if TYPE_CHECKING:  # pragma: no cover
     from concurrent.futures import Future
@@ -159,7 +160,7 @@ class ObjectInfo(api.Base):
 
 
 @dataclass
-class ObjectStoreConfig:
+class ObjectStoreConfig(BucketConfigForms):
     """A bucket's settings. ``ttl`` in seconds (None: forever), ``max_bytes`` None or 0 for
     no limit; ``compression`` stores the chunks s2-compressed (server 2.10+)."""
 

@@ -120,19 +120,6 @@ DIFFERENT: Dict[str, str] = {
         "ours starts with `subject`; an int first argument is taken as nats-py's `offset`"
     ),
 }
-# A bucket's config is not a model of the server's JSON here (no wire form of its own:
-# create_key_value / create_object_store derive the stream's StreamConfig, which has them).
-for _cfg in ("KeyValueConfig", "ObjectStoreConfig"):
-    for _method, _instead in (
-        ("as_dict", "`js.stream_info(...).config.as_dict()` is the JSON sent"),
-        ("evolve", "`dataclasses.replace(config, ...)` makes the copy"),
-        ("from_response", "build it with keywords, as create_* takes them"),
-    ):
-        DIFFERENT[f"api.{_cfg}.{_method}"] = (
-            "a plain dataclass here, not a model of the server's JSON (the bucket's stream "
-            f"config is); {_instead}"
-        )
-
 # A positional parameter named differently here, whose nats-py name is accepted as a keyword
 # too: (nats-py's, ours). A positional call means the same on both sides.
 SAME_MEANING = {("payload", "data"), ("consumer", "name"), ("stream_name", "stream")}
@@ -522,3 +509,16 @@ def test_nats_aio_errors_deprecated_names_are_here() -> None:
         base = getattr(old, name).__mro__[1].__name__
         assert issubclass(getattr(ours, name), getattr(ours, base)), name
         assert name in ours.__all__, name
+
+
+@pytest.mark.parametrize("name", ["KeyValueConfig", "ObjectStoreConfig"])
+def test_bucket_configs_have_nats_py_s_dict_forms(name: str) -> None:
+    theirs_cls = getattr(nats.js.api, name)
+    ours_cls = getattr(our_api, name)
+    kw: Dict[str, Any] = {"bucket": "b", "ttl": 1.5, "max_bytes": 1024, "replicas": 1}
+    theirs = theirs_cls(**kw).as_dict()
+    ours = ours_cls(**kw).as_dict()
+    assert {k: ours[k] for k in theirs} == theirs  # ttl in ns, unset fields left out
+    got = ours_cls.from_response({"bucket": "b", "replicas": 3, "unknown": 1})
+    assert got == ours_cls(bucket="b", replicas=3)  # unknown keys ignored, as nats-py's
+    assert ours_cls(**kw).evolve(max_bytes=7).max_bytes == 7
