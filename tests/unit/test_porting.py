@@ -178,6 +178,11 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "ignored with a DeprecationWarning, as nats-py 2.16 does: an expiring delete marker "
         "would bring older values back"
     ),
+    "ObjectStore.get_info": (
+        "`info.headers` maps a name to a list of values (`{'Content-Type': ['x-tar']}`), as "
+        "ADR-20 stores them and nats.go and the nats CLI read and write them; nats-py "
+        "stores single strings, which nats.go cannot read. Read `info.headers['K'][0]`"
+    ),
     "KeyValue.keys(filters)": (
         "a filter without wildcards lists the keys containing it, as in nats-py; one with "
         "`*` or `>` is a key pattern (`app.*`, `app.>`) as in nats.go and ADR-8, where "
