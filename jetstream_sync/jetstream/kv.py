@@ -783,8 +783,8 @@ class KeyValue:
         to the server, as nats.go does); a filter without wildcards lists every key that
         contains it, as nats-py's ``keys(filters=["greet"])`` does (``greeting``,
         ``greetings``). NoKeysError if there are none."""
-        given = [filters] if isinstance(filters, str) else list(filters or ())
-        contained = [f for f in given if isinstance(f, str) and not _has_wildcard(f)]
+        given = [] if filters is None else _patterns(filters)  # checked as watch checks them
+        contained = [f for f in given if not _has_wildcard(f)]
         latest: Dict[str, Optional[str]] = {}
         # With a contained-in filter every key is read and the filters applied here
         where = ">" if filters is None or contained else filters
