@@ -91,8 +91,13 @@ def test_nats_py_readme_programs_print_the_same_when_ported() -> None:
     # connect calls with credentials) that are no program alone.
     assert (len(programs), len(blocks) - len(programs)) == (2, 3)
     for source in programs:
-        theirs = natspy_judge.run("nats-py", source)
-        ours = natspy_judge.run("ours", source)
+        # Run again once if they differ: the core program's request has nats-py's 0.5 s
+        # timeout, which a loaded machine can miss on either side.
+        for _ in range(2):
+            theirs = natspy_judge.run("nats-py", source)
+            ours = natspy_judge.run("ours", source)
+            if (ours[0], ours[1]) == (theirs[0], theirs[1]):
+                break
         assert theirs[0] == 0 and theirs[1], f"nats-py did not run it:\n{theirs[2]}\n{source}"
         assert ours[0] == theirs[0], f"exit status {ours[0]}, nats-py {theirs[0]}:\n{ours[2]}"
         assert ours[1] == theirs[1], "the outputs differ (masked, sorted)"
