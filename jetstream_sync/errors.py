@@ -41,7 +41,7 @@ message names the problem (the subject, the limit, the server's words) and never
     ├── OutboundBufferLimitError                      reconnect buffer full
     ├── MessagesLostError                             messages discarded (close with unsent data)
     ├── BadSubscriptionError                          the subscription has ended
-    ├── CallbackError                                 a user callback raised (reported, not raised)
+    ├── CallbackError                                 a hook raised (reported, not raised)
     ├── ClientForkedError                             a client used in a process it was not made in
     ├── MsgAlreadyAckdError                           a second terminal ack of a message
     └── JetStreamError                                anything JetStream
@@ -384,7 +384,9 @@ class BadSubscriptionError(NATSError):
 
 
 class CallbackError(NATSError):
-    """A user callback raised; the original exception is ``__cause__``."""
+    """A hook raised (``on_unpinned``, ``reconnect_to_server_handler``, a dead-letter
+    handler); the original exception is ``__cause__``. A message callback's exception
+    reaches error_cb as itself, as in nats-py."""
 
 
 class ClientForkedError(NATSError):
