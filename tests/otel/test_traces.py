@@ -1,0 +1,273 @@
+"""Spans and metrics of the instrumented client against a real server: kinds, names,
+attributes, parents across threads and processes; errors, timeouts, reconnects, drops."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from opentelemetry.trace import SpanKind, StatusCode
+
+import jetstream_sync
+from jetstream_sync import Client, connect, errors
+from jetstream_sync.server import NATSServer
+
+from .conftest import Telemetry
+
+
+def _wait(cond: object, what: str, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def test_publish_is_a_producer_span_and_the_callback_its_child(otel: Telemetry, nc: Client) -> None:
+    got: list = []
+    done = threading.Event()
+
+    def cb(msg: jetstream_sync.Msg) -> None:
+        got.append(msg)
+        done.set()
+
+    nc.subscribe("otel.a", cb=cb)
+    nc.flush()
+    nc.publish("otel.a", b"hello")
+    assert done.wait(10)
+    _wait(lambda: otel.spans("process otel.a"), "the process span")
+    pub = otel.span("publish otel.a")
+    proc = otel.span("process otel.a")
+    assert pub.kind is SpanKind.PRODUCER and proc.kind is SpanKind.CONSUMER
+    assert pub.attributes["messaging.system"] == "nats"
+    assert pub.attributes["messaging.destination.name"] == "otel.a"
+    assert pub.attributes["messaging.operation.type"] == "send"
+    assert pub.attributes["messaging.message.body.size"] == 5
+    assert pub.attributes["server.address"] == "127.0.0.1"
+    assert isinstance(pub.attributes["server.port"], int)
+    assert proc.attributes["messaging.operation.type"] == "process"
+    assert proc.parent is not None and proc.parent.span_id == pub.context.span_id
+    assert proc.context.trace_id == pub.context.trace_id
+    header = got[0].headers["traceparent"]
+    assert f"{pub.context.trace_id:032x}" in header
+    assert otel.total("messaging.client.sent.messages", messaging__destination__name="otel.a") == 1
+    assert (
+        otel.total("messaging.client.consumed.messages", messaging__destination__name="otel.a") == 1
+    )
+    assert otel.total("nats.client.sent.bytes", messaging__destination__name="otel.a") == 5
+
+
+def test_a_users_traceparent_is_kept_and_headers_appear_only_while_instrumented(
+    nats_server: NATSServer,
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from jetstream_sync.otel import JetStreamSyncInstrumentor
+
+    mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with connect(nats_server.url) as nc:
+        sub = nc.subscribe("otel.h")
+        nc.flush()
+        nc.publish("otel.h", b"plain")
+        assert sub.next_msg(5).header is None  # uninstrumented: no headers added
+        inst = JetStreamSyncInstrumentor()
+        inst.instrument(tracer_provider=TracerProvider())
+        try:
+            nc.publish("otel.h", b"x", headers={"TraceParent": mine})
+            assert sub.next_msg(5).headers["traceparent"] == mine
+            nc.publish("otel.h", b"y")
+            assert "traceparent" in sub.next_msg(5).headers
+        finally:
+            inst.uninstrument()
+        nc.publish("otel.h", b"plain again")
+        assert sub.next_msg(5).header is None
+
+
+def test_request_and_reply_are_client_and_server_spans(otel: Telemetry, nc: Client) -> None:
+    nc.subscribe("otel.svc", cb=lambda m: m.respond(b"pong"))
+    nc.flush()
+    assert nc.request("otel.svc", b"ping", timeout=5).data == b"pong"
+    _wait(lambda: otel.spans("process otel.svc"), "the server span")
+    client = otel.span("request otel.svc")
+    server = otel.span("process otel.svc")
+    assert client.kind is SpanKind.CLIENT and server.kind is SpanKind.SERVER
+    assert server.parent is not None and server.parent.span_id == client.context.span_id
+
+
+def test_a_request_nobody_answers_ends_its_span_with_the_error(otel: Telemetry, nc: Client) -> None:
+    with pytest.raises(errors.NoRespondersError):
+        nc.request("otel.nobody", b"?", timeout=2)
+    span = otel.span("request otel.nobody")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"].endswith("NoRespondersError")
+    assert any(e.name == "exception" for e in span.events)
+    assert (
+        otel.total(
+            "messaging.client.sent.messages",
+            messaging__destination__name="otel.nobody",
+            error__type=span.attributes["error.type"],
+        )
+        == 1
+    )
+
+
+def test_a_request_timeout_ends_its_span(otel: Telemetry, nc: Client) -> None:
+    nc.subscribe("otel.slow", cb=lambda m: None)  # subscribed, never answers
+    nc.flush()
+    with pytest.raises(errors.TimeoutError):
+        nc.request("otel.slow", b"?", timeout=0.2)
+    span = otel.span("request otel.slow")
+    assert span.attributes["error.type"].endswith("TimeoutError")
+    assert span.end_time is not None
+
+
+def test_jetstream_publish_fetch_and_ack(otel: Telemetry, nc: Client) -> None:
+    js = nc.jetstream()
+    js.add_stream(name="OTEL", subjects=["otelj.>"])
+    try:
+        ack = js.publish("otelj.a", b"one", msg_id="m-1")
+        psub = js.pull_subscribe("otelj.>", durable="worker")
+        (msg,) = psub.fetch(1, timeout=5)
+        msg.nak()
+        (msg,) = psub.fetch(1, timeout=5)
+        msg.ack()
+    finally:
+        js.delete_stream("OTEL")
+    api = otel.span("jetstream STREAM.CREATE")
+    assert api.kind is SpanKind.CLIENT
+    assert api.attributes["messaging.destination.name"] == "$JS.API.STREAM.CREATE.OTEL"
+    pub = otel.span("publish otelj.a")
+    assert pub.kind is SpanKind.PRODUCER
+    assert pub.attributes["messaging.nats.stream.name"] == "OTEL"
+    assert pub.attributes["messaging.nats.stream.sequence"] == ack.seq
+    assert pub.attributes["messaging.message.id"] == "m-1"
+    assert "request otelj.a" not in otel.names()  # the request inside makes no span
+    receives = otel.spans("receive otelj.a")
+    assert len(receives) == 2
+    for span in receives:
+        assert span.kind is SpanKind.CONSUMER
+        assert span.parent is not None and span.parent.span_id == pub.context.span_id
+        assert span.attributes["messaging.consumer.group.name"] == "worker"
+    assert [s.attributes["messaging.nats.message.delivery_count"] for s in receives] == [1, 2]
+    nak, ack_span = otel.span("nak otelj.a"), otel.span("ack otelj.a")
+    assert nak.attributes["messaging.operation.type"] == "settle"
+    assert ack_span.attributes["messaging.nats.message.delivery_count"] == 2
+    assert otel.total("nats.client.acks", messaging__operation__name="ack") == 1
+    assert otel.total("nats.client.acks", messaging__operation__name="nak") == 1
+    assert otel.total("messaging.client.consumed.messages", messaging__operation__name="fetch") == 2
+
+
+def test_publish_async_span_ends_at_the_ack_or_its_error(otel: Telemetry, nc: Client) -> None:
+    js = nc.jetstream()
+    js.add_stream(name="OTELA", subjects=["otela.>"])
+    try:
+        fut = js.publish_async("otela.x", b"1")
+        ack = fut.result(10)
+        _wait(lambda: otel.spans("publish otela.x"), "the publish_async span")
+        span = otel.span("publish otela.x")
+        assert span.attributes["messaging.nats.stream.sequence"] == ack.seq
+        bad = js.publish_async("otela-none.x", b"1", timeout=0.5)
+        with pytest.raises(errors.NATSError):
+            bad.result(10)
+        _wait(lambda: otel.spans("publish otela-none.x"), "the failed publish_async span")
+        failed = otel.span("publish otela-none.x")
+        assert failed.status.status_code is StatusCode.ERROR
+    finally:
+        js.delete_stream("OTELA")
+
+
+def test_consume_callback_is_a_process_span(otel: Telemetry, nc: Client) -> None:
+    js = nc.jetstream()
+    js.add_stream(name="OTELC", subjects=["otelc.>"])
+    try:
+        js.publish("otelc.x", b"1")
+        consumer = js.create_or_update_consumer(
+            "OTELC", jetstream_sync.jetstream.api.ConsumerConfig(durable_name="c")
+        )
+        seen = threading.Event()
+
+        def cb(msg: jetstream_sync.Msg) -> None:
+            msg.ack()
+            seen.set()
+
+        ctx = consumer.consume(cb)
+        try:
+            assert seen.wait(10)
+        finally:
+            ctx.stop()
+        _wait(lambda: otel.spans("process otelc.x"), "the process span")
+        proc = otel.span("process otelc.x")
+        pub = otel.span("publish otelc.x")
+        assert proc.parent is not None and proc.parent.span_id == pub.context.span_id
+        ack = otel.span("ack otelc.x")
+        assert ack.parent is not None and ack.parent.span_id == proc.context.span_id
+    finally:
+        js.delete_stream("OTELC")
+
+
+def test_a_full_queue_counts_drops_and_one_slow_consumer(
+    otel: Telemetry, nats_server: NATSServer
+) -> None:
+    reported = []
+    with connect(nats_server.url, error_cb=reported.append) as nc:
+        sub = nc.subscribe("otel.full", pending_msgs_limit=2)
+        nc.flush()
+        for _ in range(10):
+            nc.publish("otel.full", b"x")
+        nc.flush()
+        _wait(lambda: sub.dropped >= 8, "the drops")
+        assert otel.total("nats.client.dropped.messages") == sub.dropped
+        _wait(lambda: reported, "the slow consumer report")
+        assert otel.total("nats.client.slow_consumer.events") == 1
+
+
+def test_reconnects_are_counted(otel: Telemetry, nats_server: NATSServer) -> None:
+    back = threading.Event()
+    with connect(nats_server.url, reconnected_cb=back.set, reconnect_time_wait=0.05) as nc:
+        nc.force_reconnect()
+        assert back.wait(10)
+        _wait(lambda: nc.stats["reconnects"] >= 1, "the reconnect")
+        assert otel.total("nats.client.reconnects") == nc.stats["reconnects"]
+
+
+_PUBLISHER = r"""
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from jetstream_sync import connect
+from jetstream_sync.otel import JetStreamSyncInstrumentor
+
+provider = TracerProvider()
+trace.set_tracer_provider(provider)
+JetStreamSyncInstrumentor().instrument()
+with trace.get_tracer("publisher").start_as_current_span("checkout") as root:
+    with connect(sys.argv[1]) as nc:
+        nc.publish(sys.argv[2], b"order")
+        nc.flush()
+ctx = root.get_span_context()
+print(json.dumps({"trace_id": ctx.trace_id, "root": ctx.span_id}))
+"""
+
+
+def test_the_trace_continues_across_processes(otel: Telemetry, nc: Client) -> None:
+    sub = nc.subscribe("otel.xproc")
+    nc.flush()
+    out = subprocess.run(
+        [sys.executable, "-c", _PUBLISHER, nc.connected_url.geturl(), "otel.xproc"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OTEL_TRACES_EXPORTER": "none"},
+    )
+    assert out.returncode == 0, out.stderr
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])
+    sub.next_msg(10)
+    span = otel.span("receive otel.xproc")
+    assert span.context.trace_id == theirs["trace_id"]
+    assert span.parent is not None and span.parent.is_remote
+    assert span.parent.span_id != theirs["root"]  # the publish span, a child of the root
