@@ -271,3 +271,88 @@ def test_the_trace_continues_across_processes(otel: Telemetry, nc: Client) -> No
     assert span.context.trace_id == theirs["trace_id"]
     assert span.parent is not None and span.parent.is_remote
     assert span.parent.span_id != theirs["root"]  # the publish span, a child of the root
+
+
+_UNCHANGED_APP = r"""
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import jetstream_sync
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+with jetstream_sync.connect(sys.argv[1]) as nc:
+    sub = nc.subscribe("otel.auto")
+    nc.publish("otel.auto", b"1")
+    print("traceparent" in sub.next_msg(5).headers)
+print(sorted(s.name for s in exporter.get_finished_spans()))
+"""
+
+
+def test_opentelemetry_instrument_finds_the_instrumentor(nats_server: NATSServer) -> None:
+    tool = os.path.join(os.path.dirname(sys.executable), "opentelemetry-instrument")
+    if not os.path.exists(tool):
+        pytest.skip("opentelemetry-instrument is not installed")
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}
+    out = subprocess.run(
+        [tool, sys.executable, "-c", _UNCHANGED_APP, nats_server.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2] == "True"
+    assert lines[-1] == "['publish otel.auto', 'receive otel.auto']"
+
+
+def test_a_micro_endpoint_answers_in_a_server_span(otel: Telemetry, nc: Client) -> None:
+    from jetstream_sync import micro
+
+    svc = micro.add_service(nc, name="otelsvc", version="1.0.0")
+    try:
+        svc.add_endpoint(name="echo", handler=lambda req: req.respond(req.data))
+        assert nc.request("echo", b"hi", timeout=5).data == b"hi"
+        _wait(lambda: otel.spans("process echo"), "the endpoint's span")
+        server, client = otel.span("process echo"), otel.span("request echo")
+        assert server.kind is SpanKind.SERVER
+        assert server.parent is not None and server.parent.span_id == client.context.span_id
+    finally:
+        svc.stop()
+
+
+def test_a_request_cut_off_by_close_ends_its_span(otel: Telemetry, nats_server: NATSServer) -> None:
+    nc = connect(nats_server.url)
+    try:
+        nc.subscribe("otel.never", cb=lambda m: None)
+        nc.flush()
+        subscribed = threading.Event()
+        failure: list = []
+
+        def ask() -> None:
+            subscribed.set()
+            try:
+                nc.request("otel.never", b"?", timeout=30)
+            except errors.NATSError as exc:
+                failure.append(exc)
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        assert subscribed.wait(10)
+        _wait(lambda: nc.stats["out_msgs"] >= 1, "the request to go out")
+    finally:
+        nc.close()
+    asker.join(30)
+    assert failure, "the request did not end with the connection"
+    span = otel.span("request otel.never")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == error_name(failure[0])
+
+
+def error_name(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
