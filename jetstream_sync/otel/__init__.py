@@ -14,6 +14,7 @@ How it hooks in (and why the uninstrumented client pays nothing):
   instrumented (``_patches.py``): ``Client.publish`` / ``request`` / ``subscribe``,
   ``Subscription.next_msg`` / ``__iter__``, ``Publisher.publish`` / ``publish_async``,
   ``PullSubscription.fetch``, ``PullConsumer.fetch`` / ``next`` / ``consume``,
+  ``OrderedConsumer.consume``,
   ``MessagesContext.__next__`` / ``next``, ``PushSubscriber.subscribe`` /
   ``subscribe_bind``, ``Msg.ack`` / ``ack_sync`` / ``nak`` / ``in_progress`` / ``term``.
   Uninstrumented, the classes hold their own functions: not one instruction is added to a

@@ -17,6 +17,7 @@ from .. import client as client_mod
 from .. import msg as msg_mod
 from .. import subscription as subscription_mod
 from ..jetstream import consumer as consumer_mod
+from ..jetstream import ordered as ordered_mod
 from ..jetstream import publish as publish_mod
 from ..jetstream import pull as pull_mod
 from ..jetstream import push as push_mod
@@ -73,6 +74,7 @@ class Patches:
         self._wrap(PullConsumer, "fetch", lambda f: _receive_list(t, f))
         self._wrap(PullConsumer, "next", lambda f: _receive_one(t, f))
         self._wrap(PullConsumer, "consume", lambda f: _subscribe(t, f, "cb", 0))
+        self._wrap(ordered_mod.OrderedConsumer, "consume", lambda f: _subscribe(t, f, "cb", 0))
         MessagesContext = consumer_mod.MessagesContext
         self._wrap(MessagesContext, "__next__", lambda f: _receive_one(t, f))
         self._wrap(MessagesContext, "next", lambda f: _receive_one(t, f))
