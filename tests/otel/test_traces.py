@@ -356,3 +356,22 @@ def test_a_request_cut_off_by_close_ends_its_span(otel: Telemetry, nats_server: 
 
 def error_name(exc: BaseException) -> str:
     return f"{type(exc).__module__}.{type(exc).__qualname__}"
+
+
+def test_a_publish_async_cut_off_by_close_ends_its_span(
+    otel: Telemetry, nats_server: NATSServer
+) -> None:
+    nc = connect(nats_server.url)
+    try:
+        nc.subscribe("otel.noack", cb=lambda m: None)  # takes the publish, never acks it
+        nc.flush()
+        fut = nc.jetstream().publish_async("otel.noack", b"1", timeout=30)
+        nc.flush()
+    finally:
+        nc.close()
+    with pytest.raises(errors.NATSError):
+        fut.result(30)
+    _wait(lambda: otel.spans("publish otel.noack"), "the publish span")
+    span = otel.span("publish otel.noack")
+    assert span.status.status_code is StatusCode.ERROR
+    assert "error.type" in span.attributes
