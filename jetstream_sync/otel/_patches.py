@@ -229,23 +229,29 @@ def _subscribe(t: Telemetry, f: Wrapper, cb_name: str, position: int) -> Wrapper
 
     def subscribe(self: Any, *args: Any, **kwargs: Any) -> Any:
         client = _client_of(self)
+        # The queue group (Client.subscribe and js.subscribe: the argument before cb).
+        queue = kwargs.get("queue") or (args[1] if position == 2 and len(args) > 1 else None)
+        group = queue if isinstance(queue, str) else ""
         if cb_name in kwargs:
             if kwargs[cb_name] is not None:
-                kwargs[cb_name] = _processing(t, kwargs[cb_name], client)
+                kwargs[cb_name] = _processing(t, kwargs[cb_name], client, group)
         elif len(args) > position and args[position] is not None:
-            args = (*args[:position], _processing(t, args[position], client), *args[position + 1 :])
+            cb = _processing(t, args[position], client, group)
+            args = (*args[:position], cb, *args[position + 1 :])
         return f(self, *args, **kwargs)
 
     return subscribe
 
 
-def _processing(t: Telemetry, cb: Callable[[Any], None], client: Any) -> Callable[[Any], None]:
+def _processing(
+    t: Telemetry, cb: Callable[[Any], None], client: Any, group: str
+) -> Callable[[Any], None]:
     if not callable(cb):
         return cb  # the wrapped method names the problem
 
     @functools.wraps(cb)
     def process(msg: Any) -> None:
-        with t.processing(msg, client):
+        with t.processing(msg, client, group):
             cb(msg)
 
     return process

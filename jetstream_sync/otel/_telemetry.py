@@ -261,12 +261,15 @@ class Telemetry:
             )
         self.consumed(msg.subject, operation, len(msg.data))
 
-    def processing(self, msg: Msg, client: Any = None) -> _Operation:
+    def processing(self, msg: Msg, client: Any = None, group: str = "") -> _Operation:
         """The span of a callback processing ``msg``: a child of the producer's span, kind
-        SERVER for a request (a core message with a reply subject), else CONSUMER."""
+        SERVER for a request (a core message with a reply subject), else CONSUMER.
+        ``group``: the subscription's queue group (a JetStream consumer's name wins)."""
         reply = msg.reply
         request = bool(reply) and not reply.startswith("$JS.")
         attrs = message_attributes(msg, "process", "process")
+        if group:
+            attrs.setdefault("messaging.consumer.group.name", group)
         if client is not None:
             attrs.update(server_attributes(client))
         kind = SpanKind.SERVER if request else SpanKind.CONSUMER

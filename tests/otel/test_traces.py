@@ -375,3 +375,26 @@ def test_a_publish_async_cut_off_by_close_ends_its_span(
     span = otel.span("publish otel.noack")
     assert span.status.status_code is StatusCode.ERROR
     assert "error.type" in span.attributes
+
+
+def test_a_queue_group_callback_names_its_group(otel: Telemetry, nc: Client) -> None:
+    done = threading.Event()
+    nc.subscribe("otel.q", "workers", lambda m: done.set())
+    nc.flush()
+    nc.publish("otel.q", b"1")
+    assert done.wait(10)
+    _wait(lambda: otel.spans("process otel.q"), "the process span")
+    assert otel.span("process otel.q").attributes["messaging.consumer.group.name"] == "workers"
+
+
+def test_receive_inside_a_span_is_its_child_linked_to_the_producer(
+    otel: Telemetry, nc: Client
+) -> None:
+    sub = nc.subscribe("otel.link")
+    nc.flush()
+    nc.publish("otel.link", b"1")
+    with otel.provider.get_tracer("app").start_as_current_span("handle") as outer:
+        sub.next_msg(10)
+    receive, publish = otel.span("receive otel.link"), otel.span("publish otel.link")
+    assert receive.parent is not None and receive.parent.span_id == outer.get_span_context().span_id
+    assert [link.context.span_id for link in receive.links] == [publish.context.span_id]
