@@ -398,3 +398,28 @@ def test_receive_inside_a_span_is_its_child_linked_to_the_producer(
     receive, publish = otel.span("receive otel.link"), otel.span("publish otel.link")
     assert receive.parent is not None and receive.parent.span_id == outer.get_span_context().span_id
     assert [link.context.span_id for link in receive.links] == [publish.context.span_id]
+
+
+def test_kv_and_object_store_calls_are_spans(otel: Telemetry, nc: Client) -> None:
+    js = nc.jetstream()
+    kv = js.create_key_value(bucket="OTELKV")
+    try:
+        kv.put("color", b"blue")
+        assert kv.get("color").value == b"blue"
+    finally:
+        js.delete_key_value("OTELKV")
+    obs = js.create_object_store("OTELOBJ")
+    try:
+        obs.put("file", b"x" * 10)
+    finally:
+        js.delete_object_store("OTELOBJ")
+    names = otel.names()
+    assert "jetstream STREAM.CREATE" in names and "jetstream STREAM.DELETE" in names
+    put = otel.span("publish $KV.OTELKV.color")
+    assert put.kind is SpanKind.PRODUCER
+    assert put.attributes["messaging.nats.stream.name"] == "KV_OTELKV"
+    assert any(n.startswith("publish $O.OTELOBJ.") for n in names)
+    for span in otel.spans():
+        if span.name.startswith("jetstream "):
+            assert span.kind is SpanKind.CLIENT
+            assert span.attributes["messaging.system"] == "nats"
