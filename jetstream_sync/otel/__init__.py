@@ -14,7 +14,7 @@ How it hooks in (and why the uninstrumented client pays nothing):
   instrumented (``_patches.py``): ``Client.publish`` / ``request`` / ``subscribe``,
   ``Subscription.next_msg`` / ``__iter__``, ``Publisher.publish`` / ``publish_async``,
   ``PullSubscription.fetch``, ``PullConsumer.fetch`` / ``next`` / ``consume``,
-  ``OrderedConsumer.consume``,
+  ``OrderedConsumer.consume``, ``AtomicBatch.add`` / ``commit``, ``FastPublisher.add`` / ``commit``,
   ``MessagesContext.__next__`` / ``next``, ``PushSubscriber.subscribe`` /
   ``subscribe_bind``, ``Msg.ack`` / ``ack_sync`` / ``nak`` / ``in_progress`` / ``term``.
   Uninstrumented, the classes hold their own functions: not one instruction is added to a
@@ -28,11 +28,13 @@ How it hooks in (and why the uninstrumented client pays nothing):
 
 What it makes (OpenTelemetry messaging semantic conventions, ``messaging.system=nats``):
 
-* ``publish <subject>`` PRODUCER spans for ``Client.publish``, ``js.publish`` and
-  ``publish_async`` (their span ends at the ack, with ``messaging.nats.stream.name`` and
-  ``.sequence``, or the error). The current trace context is injected as W3C
-  ``traceparent`` / ``tracestate`` and ``baggage`` headers; a message without headers gets
-  them only while instrumented, and a user's own ``traceparent`` is never overwritten.
+* ``publish <subject>`` PRODUCER spans for ``Client.publish``, ``js.publish``,
+  ``publish_async`` and each message of an atomic or fast-ingest batch (``batch.add`` /
+  ``batch.commit``). A JetStream publish's span ends at the ack, with
+  ``messaging.nats.stream.name`` and ``.sequence``, or with the error. The current trace
+  context is injected as W3C ``traceparent`` / ``tracestate`` and ``baggage`` headers; a
+  message without headers gets them only while instrumented, and a user's own
+  ``traceparent`` is never overwritten.
 * ``request <subject>`` CLIENT spans; a callback given a core message with a reply subject
   runs in a ``process <subject>`` SERVER span (micro endpoints too), other callbacks in
   CONSUMER ``process`` spans whose parent is the producer's span (from the headers).

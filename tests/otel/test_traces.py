@@ -423,3 +423,31 @@ def test_kv_and_object_store_calls_are_spans(otel: Telemetry, nc: Client) -> Non
         if span.name.startswith("jetstream "):
             assert span.kind is SpanKind.CLIENT
             assert span.attributes["messaging.system"] == "nats"
+
+
+def test_batch_messages_are_producer_spans_carrying_the_context(
+    otel: Telemetry, nc: Client
+) -> None:
+    js = nc.jetstream()
+    js.add_stream(name="OTELB", subjects=["otelb.>"], allow_atomic=True, allow_batched=True)
+    try:
+        with js.batch_publish() as batch:
+            batch.add("otelb.a", b"1")
+            ack = batch.commit("otelb.b", b"2")
+        with js.fast_publisher() as pub:
+            pub.add("otelb.fast", b"3")
+            pub.commit()
+        msgs = js.pull_subscribe("otelb.>", durable="b").fetch(3, timeout=10)
+    finally:
+        js.delete_stream("OTELB")
+    assert [m.subject for m in msgs] == ["otelb.a", "otelb.b", "otelb.fast"]
+    add, commit = otel.span("publish otelb.a"), otel.span("publish otelb.b")
+    fast = otel.span("publish otelb.fast")
+    assert {add.kind, commit.kind, fast.kind} == {SpanKind.PRODUCER}
+    assert add.attributes["messaging.operation.name"] == "batch.add"
+    assert commit.attributes["messaging.operation.name"] == "batch.commit"
+    assert commit.attributes["messaging.nats.stream.sequence"] == ack.seq
+    assert otel.span("batch.commit").kind is SpanKind.PRODUCER  # the fast commit, no message
+    assert "request otelb.b" not in otel.names()  # the request inside makes no span
+    for msg, span in zip(msgs, (add, commit, fast)):
+        assert f"{span.context.span_id:016x}" in msg.headers["traceparent"]
