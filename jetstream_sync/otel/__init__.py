@@ -44,7 +44,9 @@ What it makes (OpenTelemetry messaging semantic conventions, ``messaging.system=
 * ``ack|nak|term|in_progress|ack_sync <subject>`` CLIENT spans (operation type ``settle``)
   with ``messaging.nats.message.delivery_count``.
 * ``jetstream <API words>`` CLIENT spans for every JetStream API call (streams, consumers,
-  KV and Object Store management); the requests made inside make no spans of their own.
+  KV and Object Store management), and ``jetstream DIRECT.GET <stream>`` for a batched
+  direct get (``get_batch``, ``get_last_msgs_for``, ``get_msgs``: one span for the whole
+  iteration); the requests and inbox reads made inside make no spans of their own.
 * Metrics: ``messaging.client.sent.messages``, ``messaging.client.consumed.messages``,
   ``messaging.client.operation.duration``, ``messaging.process.duration`` (semantic
   conventions), and ``nats.client.sent.bytes``, ``nats.client.consumed.bytes``,

@@ -18,6 +18,7 @@ from .. import msg as msg_mod
 from .. import subscription as subscription_mod
 from ..jetstream import batch as batch_mod
 from ..jetstream import consumer as consumer_mod
+from ..jetstream import direct as direct_mod
 from ..jetstream import fast_ingest as fast_ingest_mod
 from ..jetstream import ordered as ordered_mod
 from ..jetstream import publish as publish_mod
@@ -30,6 +31,7 @@ from ._telemetry import (
     detached,
     error_type,
     inside,
+    quiet_steps,
     server_attributes,
     with_context,
 )
@@ -88,6 +90,8 @@ class Patches:
             self._wrap(
                 cls, "commit", functools.partial(_batch_publish, t, operation="batch.commit")
             )
+        for name in ("get_batch", "get_last_msgs_for", "get_msgs"):
+            self._wrap(direct_mod.DirectGetter, name, functools.partial(_direct_get, t))
         Msg = msg_mod.Msg
         for name in ("ack", "ack_sync", "nak", "in_progress", "term"):
             self._wrap(Msg, name, functools.partial(_settle, t, name=name))
@@ -251,6 +255,26 @@ def _batch_publish(t: Telemetry, f: Wrapper, *, operation: str) -> Wrapper:
             return result
 
     return publish
+
+
+def _direct_get(t: Telemetry, f: Wrapper) -> Wrapper:
+    """A batched direct get: one CLIENT span for the whole iteration; the inbox it reads
+    makes no receive spans."""
+
+    def get(self: Any, stream: str, *args: Any, **kwargs: Any) -> Any:
+        if inside():
+            return f(self, stream, *args, **kwargs)
+        items = iter(f(self, stream, *args, **kwargs))
+        attrs = {
+            "messaging.system": SYSTEM,
+            "messaging.destination.name": stream,
+            "messaging.operation.type": "receive",
+            "messaging.operation.name": f.__name__,
+        }
+        span = t.start(f"jetstream DIRECT.GET {stream}", SpanKind.CLIENT, attrs)
+        return quiet_steps(items, span)
+
+    return get
 
 
 def _client_of(obj: Any) -> Any:

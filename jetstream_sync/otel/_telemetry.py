@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 import urllib.parse
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -25,6 +25,7 @@ from ..msg import Headers, HeadersLike, Msg
 __all__ = ["Telemetry"]
 
 SYSTEM = "nats"
+T = TypeVar("T")
 # Set in the context while one of our spans runs the public API itself (js.publish sends
 # with Client.request, a KV put with js.publish): the inner calls make no spans of their own.
 _INSIDE = otel_context.create_key("jetstream_sync.otel.inside")
@@ -34,6 +35,33 @@ _TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 def inside() -> bool:
     """Whether the calling code runs inside one of our own operation spans."""
     return otel_context.get_value(_INSIDE) is True
+
+
+def quiet_steps(items: Iterator[T], span: Span) -> Iterator[T]:
+    """``items``, each step taken in ``span`` with the public API's spans off (the inbox a
+    batched direct get reads is no delivery to the user); ``span`` ends with the iteration,
+    its error, or when the iteration is dropped."""
+    ctx = otel_context.set_value(_INSIDE, True, trace.set_span_in_context(span))
+    error: Optional[BaseException] = None
+    try:
+        while True:
+            token = otel_context.attach(ctx)
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                otel_context.detach(token)
+            yield item
+    finally:
+        if error is not None:
+            span.set_attribute("error.type", error_type(error))
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        span.end()
 
 
 @functools.lru_cache(maxsize=64)

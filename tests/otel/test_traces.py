@@ -452,3 +452,19 @@ def test_batch_messages_are_producer_spans_carrying_the_context(
     assert "request otelb.b" not in otel.names()  # the request inside makes no span
     for msg, span in zip(msgs, (add, commit, fast)):
         assert f"{span.context.span_id:016x}" in msg.headers["traceparent"]
+
+
+def test_a_batched_direct_get_is_one_client_span(otel: Telemetry, nc: Client) -> None:
+    js = nc.jetstream()
+    js.add_stream(name="OTELD", subjects=["oteld.>"], allow_direct=True)
+    try:
+        for i in range(3):
+            js.publish("oteld.x", str(i).encode())
+        got = [m.data for m in js.get_batch("OTELD", seq=1, batch=3)]
+    finally:
+        js.delete_stream("OTELD")
+    assert got == [b"0", b"1", b"2"]
+    span = otel.span("jetstream DIRECT.GET OTELD")
+    assert span.kind is SpanKind.CLIENT
+    assert span.attributes["messaging.operation.name"] == "get_batch"
+    assert not [n for n in otel.names() if "_INBOX" in n]  # its inbox makes no spans
