@@ -12,7 +12,7 @@ import logging
 import queue
 from typing import Any, Callable, List, Optional, Tuple
 
-from . import errors
+from . import _observe, errors
 from ._link import NEW, Link
 
 __all__ = ["Callbacks", "Hooks"]
@@ -48,6 +48,8 @@ class Callbacks:
 
     def report(self, err: BaseException) -> None:
         """Hand ``err`` to error_cb on the callback thread (or log it when there is none)."""
+        if _observe.observer is not None:
+            _observe.notify_reported(err)
         if self.error_cb is not None and self._link.state is not NEW:
             self._queue.put((self.error_cb, (err,)))
         elif isinstance(err, errors.NATSError):

@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
+from . import _observe, errors
 from . import _protocol as proto
-from . import errors
 from ._callbacks import Callbacks, Hooks
 from ._conn import Conn, Move
 from ._dial import DialOptions, dial
@@ -149,6 +149,8 @@ class Network:
             # reconnect (there is no connected_cb), but is not counted as one.
             if not first:
                 self.reconnects += 1
+                if _observe.observer is not None:
+                    _observe.notify_reconnected()
             self._hooks.run_reconnect_hooks()
             self._callbacks.call(self.reconnected_cb)
         return True

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
-from . import errors
+from . import _observe, errors
 from ._link import FORKED
 from ._timeouts import SIGNAL_SLICE, Deadline, check_timeout
 from .msg import Msg
@@ -116,6 +116,8 @@ class Subscription:
 
     def _drop(self, msg: Msg) -> None:
         self.dropped += 1
+        if _observe.observer is not None:
+            _observe.notify_dropped(self._subject)
         if not self._slow:
             # One report per episode of slowness keeps error_cb from being flooded; the
             # running total is on the error and on ``sub.dropped``.

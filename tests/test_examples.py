@@ -20,6 +20,11 @@ EXPECTED = {
         "kv        -> color=blue, revision 1 read back: True",
     ],
     "worker_pool.py": ["handled 1000 of 1000 jobs"],
+    "otel_tracing.py": [
+        "handled 6 orders with 3 workers",
+        "checkout [INTERNAL]\n  publish orders.new [PRODUCER]\n    process orders.new [CONSUMER]"
+        "\n      ack orders.new [CLIENT]",
+    ],
     "micro_service.py": [
         "add       -> 42",
         "error     -> 400: want a JSON list",

@@ -13,7 +13,7 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
-from .. import errors
+from .. import _observe, errors
 from .._protocol import check_publish_subject
 from .._seam import core_of
 from .._timeouts import check_timeout
@@ -162,6 +162,17 @@ class JetStream(
         subject = f"{self._prefix}.{suffix}"
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         t = self._timeout if timeout is None else check_timeout(timeout, "timeout")
+        observer = _observe.observer
+        if observer is None:
+            return self._call_api(subject, payload, t, required_level)
+        return observer.api_call(
+            subject, lambda: self._call_api(subject, payload, t, required_level)
+        )
+
+    def _call_api(
+        self, subject: str, payload: bytes, t: float, required_level: int
+    ) -> Dict[str, Any]:
+        """The request of :meth:`_api` and its parsed answer."""
         try:
             if required_level:
                 headers = required_level_header(required_level)

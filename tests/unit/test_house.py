@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Set, Tuple
 
 PKG = Path(__file__).resolve().parents[2] / "jetstream_sync"
-UPPER = ("jetstream", "spark", "micro", "pcgroups")  # the packages built on the core
+UPPER = ("jetstream", "spark", "micro", "pcgroups", "otel")  # the packages built on the core
 MAX_CLASS_LINES = 600
 
 

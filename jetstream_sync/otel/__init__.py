@@ -1,0 +1,157 @@
+"""OpenTelemetry traces and metrics for jetstream_sync, switched on by the user.
+
+Install the ``otel`` extra (``pip install 'jetstream-sync[otel]'``) and either call
+``JetStreamSyncInstrumentor().instrument(tracer_provider=..., meter_provider=...)`` at start-up
+(before connecting), or run the program under ``opentelemetry-instrument``, which finds the
+instrumentor through the ``opentelemetry_instrumentor`` entry point. ``uninstrument()`` puts
+everything back.
+
+How it hooks in (and why the uninstrumented client pays nothing):
+
+* **The hot paths** (publish, request, subscribe callbacks, ``next_msg``, iteration,
+  ``fetch``, ``consume()`` / ``messages()``, ``js.publish`` / ``publish_async``, push
+  subscriptions, acks) are reached by wrapping public methods on their classes while
+  instrumented (``_patches.py``): ``Client.publish`` / ``request`` / ``subscribe``,
+  ``Subscription.next_msg`` / ``__iter__``, ``Publisher.publish`` / ``publish_async``,
+  ``PullSubscription.fetch``, ``PullConsumer.fetch`` / ``next`` / ``consume``,
+  ``OrderedConsumer.consume``, ``AtomicBatch.add`` / ``commit``, ``FastPublisher.add`` / ``commit``,
+  ``MessagesContext.__next__`` / ``next``, ``PushSubscriber.subscribe`` /
+  ``subscribe_bind``, ``Msg.ack`` / ``ack_sync`` / ``nak`` / ``in_progress`` / ``term``.
+  Uninstrumented, the classes hold their own functions: not one instruction is added to a
+  publish or a delivery. A callback is wrapped when it is subscribed, so subscribe after
+  instrumenting (``opentelemetry-instrument`` does so before the program runs).
+* **The rare events** the public API does not show (an error handed to error_cb, such as a
+  slow consumer; a message dropped by a full queue; a reconnect; a JetStream API call) go
+  through the core's one hook, ``jetstream_sync._observe.observer``: a module-level slot,
+  None unless instrumented, read only on those cold paths. The core imports nothing of
+  OpenTelemetry; this package does, and only when it is imported.
+
+What it makes (OpenTelemetry messaging semantic conventions, ``messaging.system=nats``):
+
+* ``publish <subject>`` PRODUCER spans for ``Client.publish``, ``js.publish``,
+  ``publish_async`` and each message of an atomic or fast-ingest batch (``batch.add`` /
+  ``batch.commit``). A JetStream publish's span ends at the ack, with
+  ``messaging.nats.stream.name`` and ``.sequence``, or with the error. The current trace
+  context is injected as W3C ``traceparent`` / ``tracestate`` and ``baggage`` headers; a
+  message without headers gets them only while instrumented, and a user's own
+  ``traceparent`` is never overwritten.
+* ``request <subject>`` CLIENT spans; a callback given a core message with a reply subject
+  runs in a ``process <subject>`` SERVER span (micro endpoints too), other callbacks in
+  CONSUMER ``process`` spans whose parent is the producer's span (from the headers).
+* ``receive <subject>`` CONSUMER spans for each message handed out by ``next_msg``,
+  iteration, ``fetch``, ``next`` and ``messages()``: the caller's current span is their
+  parent and the producer's a link; with no current span, the producer's is the parent.
+* ``ack|nak|term|in_progress|ack_sync <subject>`` CLIENT spans (operation type ``settle``)
+  with ``messaging.nats.message.delivery_count``.
+* ``jetstream <API words>`` CLIENT spans for every JetStream API call (streams, consumers,
+  KV and Object Store management), and ``jetstream DIRECT.GET <stream>`` for a batched
+  direct get (``get_batch``, ``get_last_msgs_for``, ``get_msgs``: one span for the whole
+  iteration); the requests and inbox reads made inside make no spans of their own.
+* Metrics: ``messaging.client.sent.messages``, ``messaging.client.consumed.messages``,
+  ``messaging.client.operation.duration``, ``messaging.process.duration`` (semantic
+  conventions), and ``nats.client.sent.bytes``, ``nats.client.consumed.bytes``,
+  ``nats.client.acks`` (by ``messaging.operation.name``), ``nats.client.dropped.messages``,
+  ``nats.client.slow_consumer.events``, ``nats.client.reconnects``, ``nats.client.errors``.
+
+Every span ends however its call ends: a timeout, a dropped connection or an error is
+recorded on it (``error.type``, an exception event, status ERROR).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Collection, Optional, TypeVar
+
+from opentelemetry import metrics, trace
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
+from opentelemetry.trace import SpanKind
+
+from .. import _observe
+from .._version import __version__
+from ..errors import NATSError, SlowConsumerError
+from ._patches import Patches
+from ._telemetry import SYSTEM, Telemetry
+
+__all__ = ["JetStreamSyncInstrumentor"]
+
+T = TypeVar("T")
+
+_SCHEMA = "https://opentelemetry.io/schemas/1.37.0"
+
+
+class _Observer:
+    """The core hook's observer (see ``jetstream_sync/_observe.py``)."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self._t = telemetry
+
+    def reported(self, err: NATSError) -> None:
+        attrs = {"messaging.system": SYSTEM, "error.type": type(err).__name__}
+        self._t.errors.add(1, attrs)
+        if isinstance(err, SlowConsumerError):
+            self._t.slow_consumers.add(1, {"messaging.system": SYSTEM})
+
+    def dropped(self, subject: str) -> None:
+        self._t.dropped.add(1, {"messaging.system": SYSTEM, "messaging.destination.name": subject})
+
+    def reconnected(self) -> None:
+        self._t.reconnects.add(1, {"messaging.system": SYSTEM})
+
+    def api_call(self, subject: str, call: Callable[[], T]) -> T:
+        words = _api_words(subject)
+        attrs = {
+            "messaging.system": SYSTEM,
+            "messaging.destination.name": subject,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": words,
+        }
+        with self._t.operation(f"jetstream {words}", SpanKind.CLIENT, attrs):
+            return call()
+
+
+def _api_words(subject: str) -> str:
+    """``STREAM.INFO`` of ``$JS.API.STREAM.INFO.orders`` (the call, not its names)."""
+    _, sep, rest = subject.partition(".API.")
+    tokens = (rest if sep else subject).split(".")
+    if tokens and tokens[0] in ("STREAM", "CONSUMER", "DIRECT") and len(tokens) > 1:
+        if tokens[1] in ("MSG", "DURABLE", "LEADER", "PEER") and len(tokens) > 2:
+            return ".".join(tokens[:3])
+        return ".".join(tokens[:2])
+    return tokens[0] if tokens else subject
+
+
+class JetStreamSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """An OpenTelemetry instrumentor for jetstream_sync: ``instrument(tracer_provider=,
+    meter_provider=)`` switches traces and metrics on (the global providers when not
+    given), ``uninstrument()`` off. A singleton, as every BaseInstrumentor."""
+
+    _lock = threading.Lock()
+    _patches: Optional[Patches] = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """The distribution this instruments: ``jetstream-sync``."""
+        return ("jetstream-sync",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        tracer = trace.get_tracer(
+            __name__, __version__, kwargs.get("tracer_provider"), schema_url=_SCHEMA
+        )
+        meter = metrics.get_meter(
+            __name__, __version__, kwargs.get("meter_provider"), schema_url=_SCHEMA
+        )
+        telemetry = Telemetry(tracer, meter)
+        with self._lock:
+            patches = Patches(telemetry)
+            patches.install()
+            type(self)._patches = patches
+            _observe.observer = _Observer(telemetry)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        with self._lock:
+            _observe.observer = None
+            patches = type(self)._patches
+            type(self)._patches = None
+            if patches is not None:
+                patches.remove()
