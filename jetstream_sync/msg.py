@@ -261,7 +261,7 @@ class Msg:
     @property
     def header(self) -> Optional[Headers]:
         """nats-py's ``msg.header``: the headers, or None when the message has none
-        (``headers`` gives an empty Headers then)."""
+        (``all_headers`` gives an empty Headers then)."""
         return None if self._hdr is None else self._parsed()[2]
 
     @property
