@@ -72,7 +72,7 @@ class Env:
         name = stream_name("PJS")
         subj = name.lower()
         transform = SubjectTransform(
-            src=f"{subj}.*", dest="{{Partition(%d,1)}}.%s.{{Wildcard(1)}}" % (partitions, subj)
+            src=f"{subj}.*", dest=f"{{{{Partition({partitions},1)}}}}.{subj}.{{{{Wildcard(1)}}}}"
         )
         self.js.add_stream(
             StreamConfig(name=name, subjects=[f"{subj}.*"], subject_transform=transform)
@@ -209,15 +209,17 @@ def test_elastic_delete_of_a_prefix_leaves_other_groups_and_running_member(env: 
     for g in ("g-x", "g-x-1"):
         assert consumers(js, f"{s}-{g}") == kept[g], g
         assert pcgroups.get_elastic_config(js, s, g) == records_before[g]
-    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
-        pcgroups.delete_elastic(js, s, "g")
-    assert streams_starting(js, s) == {s, f"{s}-g-x", f"{s}-g-x-1"}
 
     more = publish(js, subj, 8, 40, 20)
     for g in ("g-x", "g-x-1"):
         wait_until(lambda g=g: handled[g].count() >= 60, 30, f"{g} handled all 60")
         assert handled[g].duplicates() == [], g
         assert sorted(handled[g].payloads) == sorted(first + more), g
+
+    # A second delete of g, now missing, is not-found and still touches nothing.
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError):
+        pcgroups.delete_elastic(js, s, "g")
+    assert streams_starting(js, s) == {s, f"{s}-g-x", f"{s}-g-x-1"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,12 +229,26 @@ def test_elastic_delete_of_a_prefix_leaves_other_groups_and_running_member(env: 
 def _elastic_refusals(subj: str) -> List[Tuple[str, Callable[[JetStream, str, str], Any]]]:
     pf = pcgroups.PartitioningFilter
     return [
-        ("bad..* filter", lambda js, s, g: pcgroups.create_elastic(js, s, g, 4, [pf("bad..*", [1])])),
-        ("wildcard 2 of 1", lambda js, s, g: pcgroups.create_elastic(js, s, g, 4, [pf(f"{subj}.*", [2])])),
-        ("wildcard 0", lambda js, s, g: pcgroups.create_elastic(js, s, g, 4, [pf(f"{subj}.*", [0])])),
-        ("filter outside stream", lambda js, s, g: pcgroups.create_elastic(js, s, g, 4, [pf("other.*", [1])])),
-        ("zero partitions", lambda js, s, g: pcgroups.create_elastic(js, s, g, 0, [pf(f"{subj}.*", [1])])),
-        ("negative partitions", lambda js, s, g: pcgroups.create_elastic(js, s, g, -1, [pf(f"{subj}.*", [1])])),
+        (
+            "bad..* filter",
+            lambda js, s, g: pcgroups.create_elastic(js, s, g, 4, [pf("bad..*", [1])]),
+        ),
+        (
+            "wildcard 2 of 1",
+            lambda js, s, g: pcgroups.create_elastic(js, s, g, 4, [pf(f"{subj}.*", [2])]),
+        ),
+        (
+            "wildcard 0",
+            lambda js, s, g: pcgroups.create_elastic(js, s, g, 4, [pf(f"{subj}.*", [0])]),
+        ),
+        (
+            "zero partitions",
+            lambda js, s, g: pcgroups.create_elastic(js, s, g, 0, [pf(f"{subj}.*", [1])]),
+        ),
+        (
+            "negative partitions",
+            lambda js, s, g: pcgroups.create_elastic(js, s, g, -1, [pf(f"{subj}.*", [1])]),
+        ),
     ]
 
 
@@ -264,9 +280,18 @@ def _static_refusals() -> List[Tuple[str, Callable[[JetStream, str, str], Any]]]
     return [
         ("bad..* filter", lambda js, s, g: pcgroups.create_static(js, s, g, 2, ["bad..*"], ["m1"])),
         ("zero partitions", lambda js, s, g: pcgroups.create_static(js, s, g, 0, members=["m1"])),
-        ("negative partitions", lambda js, s, g: pcgroups.create_static(js, s, g, -2, members=["m1"])),
-        ("members beyond max", lambda js, s, g: pcgroups.create_static(js, s, g, 2, members=["a", "b", "c"])),
-        ("member with a dot", lambda js, s, g: pcgroups.create_static(js, s, g, 2, members=["a.b"])),
+        (
+            "negative partitions",
+            lambda js, s, g: pcgroups.create_static(js, s, g, -2, members=["m1"]),
+        ),
+        (
+            "members beyond max",
+            lambda js, s, g: pcgroups.create_static(js, s, g, 2, members=["a", "b", "c"]),
+        ),
+        (
+            "member with a dot",
+            lambda js, s, g: pcgroups.create_static(js, s, g, 2, members=["a.b"]),
+        ),
     ]
 
 
@@ -332,7 +357,10 @@ def _missing_calls() -> List[Tuple[str, Callable[[JetStream, str, str], Any]]]:
         ("delete_member_mappings", lambda js, s, g: pcgroups.delete_member_mappings(js, s, g)),
         ("static_active_members", lambda js, s, g: pcgroups.static_active_members(js, s, g)),
         ("elastic_active_members", lambda js, s, g: pcgroups.elastic_active_members(js, s, g)),
-        ("static_member_step_down", lambda js, s, g: pcgroups.static_member_step_down(js, s, g, "m1")),
+        (
+            "static_member_step_down",
+            lambda js, s, g: pcgroups.static_member_step_down(js, s, g, "m1"),
+        ),
         (
             "elastic_member_step_down",
             lambda js, s, g: pcgroups.elastic_member_step_down(js, s, g, "m1"),
@@ -348,7 +376,7 @@ def _not_found_everywhere(js: JetStream, stream: str, group: str) -> List[str]:
         except pcgroups.ConsumerGroupNotFoundError as e:
             if stream not in str(e) or group not in str(e):
                 wrong.append(f"{name}: message does not name {stream}/{group}: {e}")
-        except Exception as e:  # noqa: BLE001 - the point is which one
+        except Exception as e:  # any other kind is what this reports
             wrong.append(f"{name}: {type(e).__name__}: {e}")
         else:
             if hasattr(got, "stop"):
@@ -429,6 +457,20 @@ def test_create_static_with_too_many_members_refused_clearly(env: Env) -> None:
     assert pcgroups.list_static(js, s) == []
 
 
+def test_record_written_elsewhere_with_more_members_is_still_read(env: Env) -> None:
+    """Issue 34, item 4: a record another tool wrote with more members than max_members is
+    read, as orbit reads it."""
+    js = env.js
+    s, _ = env.static_stream(2)
+    pcgroups.create_static(js, s, "g", 2, members=["a", "b"])
+    kv = js.key_value(pcgroups.STATIC_BUCKET)
+    raw = json.loads(kv.get(f"{s}.g").value)
+    raw["members"] = ["a", "b", "c"]
+    kv.put(f"{s}.g", json.dumps(raw).encode())
+    assert pcgroups.get_static_config(js, s, "g").members == ["a", "b", "c"]
+    assert "g" in pcgroups.list_static(js, s)
+
+
 # --------------------------------------------------------------------------------------------
 # 5. orbit's zero value for partitioning_wildcards
 
@@ -437,7 +479,6 @@ def test_partitioning_filter_default_is_orbits_null(env: Env) -> None:
     js = env.js
     s, subj = env.elastic_stream()
     pf = pcgroups.PartitioningFilter(f"{subj}.>")
-    assert pf.partitioning_wildcards is None
     pcgroups.create_elastic(js, s, "g", 2, [pf])
     raw = json.loads(js.key_value(pcgroups.ELASTIC_BUCKET).get(f"{s}.g").value)
     assert raw["partitioning_filters"][0]["partitioning_wildcards"] is None, raw
