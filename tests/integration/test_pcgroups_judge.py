@@ -377,6 +377,44 @@ def test_bad_group_names_refused_before_anything_is_written(env: Env, group: str
     assert consumers(js, s2) == set()
 
 
+@pytest.mark.parametrize("member", ["a.b", "", "a*", "a>", "a b"])
+def test_bad_member_names_refused_and_membership_unchanged(env: Env, member: str) -> None:
+    js = env.js
+    s, subj = env.elastic_stream()
+    pcgroups.create_elastic(js, s, "g", 3, [pcgroups.PartitioningFilter(f"{subj}.*", [1])])
+    pcgroups.add_members(js, s, "g", ["m1"])
+    with pytest.raises(nats.InvalidArgumentError):
+        pcgroups.add_members(js, s, "g", ["m2", member])
+    assert pcgroups.get_elastic_config(js, s, "g").members == ["m1"]
+    with pytest.raises(nats.InvalidArgumentError):
+        pcgroups.elastic_consume(js, s, "g", member, Handled(), CC)
+    assert consumers(js, f"{s}-g") == set()
+
+
+@pytest.mark.parametrize(
+    "mappings",
+    [
+        [("m1", [0, 1]), ("m2", [1, 2])],  # partition 1 twice
+        [("m1", [0]), ("m2", [1])],  # partition 2 unmapped
+        [("m1", [0, 1, 2, 3])],  # partition 3 does not exist
+        [("m1", [0, 1]), ("m1", [2])],  # a member twice
+    ],
+)
+def test_bad_member_mappings_refused_and_record_unchanged(
+    env: Env, mappings: List[Tuple[str, List[int]]]
+) -> None:
+    js = env.js
+    s, subj = env.elastic_stream()
+    pcgroups.create_elastic(js, s, "g", 3, [pcgroups.PartitioningFilter(f"{subj}.*", [1])])
+    pcgroups.add_members(js, s, "g", ["m1", "m2"])
+    before = pcgroups.get_elastic_config(js, s, "g")
+    with pytest.raises((pcgroups.ConsumerGroupConfigError, nats.InvalidArgumentError)):
+        pcgroups.set_member_mappings(
+            js, s, "g", [pcgroups.MemberMapping(m, ps) for m, ps in mappings]
+        )
+    assert pcgroups.get_elastic_config(js, s, "g") == before
+
+
 # --------------------------------------------------------------------------------------------
 # 3. missing groups: one rule, ConsumerGroupNotFoundError naming stream and group
 
