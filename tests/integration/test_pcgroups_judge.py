@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Callable, Iterator, List, Set, Tuple
 
 import pytest
@@ -23,6 +24,7 @@ from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name, wait_until
 
+REPO = Path(__file__).resolve().parents[2]
 ACK_WAIT = 1.0  # every pcgroups timer follows it (README): short pins, quick redelivery
 CC = ConsumerConfig(ack_wait=ACK_WAIT)
 NOT_FOUND_OR_BAD = (pcgroups.ConsumerGroupNotFoundError, nats.InvalidArgumentError)
@@ -679,11 +681,11 @@ url, kind, stream, group, member = sys.argv[1:6]
 nc = nats.connect(url)
 js = nc.jetstream()
 def hold(msg):
-    print("holding", msg.data.decode(), flush=True)
+    sys.stdout.write("holding " + msg.data.decode() + "\n")  # one write: one whole line
+    sys.stdout.flush()
     threading.Event().wait()  # never acks: killed while holding it
 consume = pcgroups.elastic_consume if kind == "elastic" else pcgroups.static_consume
 cc = consume(js, stream, group, member, hold, ConsumerConfig(ack_wait=1.0, max_ack_pending=1))
-print("started", flush=True)
 cc.wait()
 """
 
@@ -693,7 +695,7 @@ def _run_holder(url: str, kind: str, stream: str, group: str, member: str) -> su
         [sys.executable, "-c", HOLDER, url, kind, stream, group, member],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # this worktree's package
     )
 
 
@@ -714,10 +716,14 @@ def _read_line(proc: subprocess.Popen, prefix: str, timeout: float) -> str:
     return got[0]
 
 
+@pytest.mark.parametrize("standby", [False, True], ids=["started-after", "standing-by"])
 @pytest.mark.parametrize("kind", ["elastic", "static"])
 def test_member_process_killed_holding_a_message(
-    env: Env, nats_server: NATSServer, kind: str
+    env: Env, nats_server: NATSServer, kind: str, standby: bool
 ) -> None:
+    """The pinned instance of m1, a process of its own, is SIGKILLed while it holds a message
+    (never acked). Another instance of m1 (already standing by, or started afterwards) gets
+    every message, the held one included, each key in order."""
     js = env.js
     if kind == "elastic":
         s, subj = env.elastic_stream()
@@ -726,10 +732,16 @@ def test_member_process_killed_holding_a_message(
     else:
         s, subj = env.static_stream(1)
         pcgroups.create_static(js, s, "g", 1, members=["m1"])
+    h = Handled()
+    consume = pcgroups.elastic_consume if kind == "elastic" else pcgroups.static_consume
+    one_at_a_time = ConsumerConfig(ack_wait=ACK_WAIT, max_ack_pending=1)
     proc = _run_holder(nats_server.url, kind, s, "g", "m1")
     try:
         sent = publish(js, subj, 3, 0, 10)
         held = _read_line(proc, "holding", 30).split()[1].encode()
+        if standby:
+            env.keep(consume(js, s, "g", "m1", h, one_at_a_time))
+            assert h.count() == 0  # the process holds the pin
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:
@@ -738,11 +750,8 @@ def test_member_process_killed_holding_a_message(
             proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
-    # Another instance of m1 takes over (after the pin's TTL) and gets everything,
-    # the held message included, each key in order.
-    h = Handled()
-    consume = pcgroups.elastic_consume if kind == "elastic" else pcgroups.static_consume
-    env.keep(consume(js, s, "g", "m1", h, ConsumerConfig(ack_wait=ACK_WAIT, max_ack_pending=1)))
+    if not standby:
+        env.keep(consume(js, s, "g", "m1", h, one_at_a_time))
     wait_until(lambda: h.count() >= len(sent), 30, "the new instance handled all 10")
     assert held in h.payloads
     assert sorted(h.payloads) == sorted(sent)
