@@ -277,12 +277,12 @@ def test_elastic_work_queue_stream_names_do_not_collide(env: Env) -> None:
     before = js.stream_info(f"{s}-x-y").config
     with pytest.raises((pcgroups.ConsumerGroupError, nats.InvalidArgumentError, nats.APIError)):
         pcgroups.create_elastic(js, other, "y", 2, [pcgroups.PartitioningFilter(f"{subj}x.*", [1])])
-    assert pcgroups.list_elastic(js, other) == []
     assert js.stream_info(f"{s}-x-y").config == before
     h = Handled()
     env.keep(pcgroups.elastic_consume(js, s, "x-y", "m1", h, CC))
     publish(js, subj, 2, 0, 6)
     wait_until(lambda: h.count() >= 6, 20, "x-y still handles its stream")
+    assert pcgroups.list_elastic(js, other) == [], "the refused create left its record"
 
 
 # --------------------------------------------------------------------------------------------
