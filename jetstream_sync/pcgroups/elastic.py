@@ -35,6 +35,8 @@ from .errors import (
     ConsumerGroupConfigError,
     ConsumerGroupError,
     ConsumerGroupExistsError,
+    ConsumerGroupNotFoundError,
+    NotAMemberError,
 )
 from .member import (
     ConsumerGroupConsumeContext,
@@ -60,6 +62,7 @@ from .store import (
     check_names,
     check_stream,
     delete_record,
+    group_bucket,
     group_names,
     read_record,
 )
@@ -85,7 +88,7 @@ _WQ_NOT_UNIQUE = 10100
 
 
 def _read(js: JetStream, stream: str, group: str) -> ElasticConsumerGroupConfig:
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
     return _read_from(kv, stream, group)
 
 
@@ -188,15 +191,27 @@ def create_elastic(
 
 
 def delete_elastic(js: JetStream, stream: str, group: str) -> None:
-    """Delete the group's record (its running members end) and its work-queue stream."""
+    """Delete the group's record (its running members end) and its work-queue stream
+    ``<stream>-<group>`` (with the members' consumers on it); ConsumerGroupNotFoundError if
+    the group does not exist. Nothing of another group is touched."""
     stream, group = check_stream(stream), check_name(group, "group")
-    delete_record(bucket(js, ELASTIC_BUCKET, "elastic"), stream, group)
-    js.delete_stream(elastic_stream_name(stream, group))
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
+    read_record(kv, stream, group, "elastic")
+    delete_record(kv, stream, group)
+    try:
+        js.delete_stream(elastic_stream_name(stream, group))
+    except errors.StreamNotFoundError:
+        pass  # a half-made group (its stream never made): the record was all there was
 
 
 def list_elastic(js: JetStream, stream: str) -> List[str]:
-    """The names of the elastic groups on ``stream``."""
-    return group_names(bucket(js, ELASTIC_BUCKET, "elastic"), check_stream(stream))
+    """The names of the elastic groups on ``stream`` (none when there is no bucket yet)."""
+    stream = check_stream(stream)
+    try:
+        kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    except ConsumerGroupNotFoundError:
+        return []
+    return group_names(kv, stream)
 
 
 def _rewrite(
@@ -208,7 +223,7 @@ def _rewrite(
 ) -> ElasticConsumerGroupConfig:
     """Read the record, change it (``change(config)``), check it and write it back; with
     ``cas`` only over the revision read (KeyWrongLastSequenceError: someone else was first)."""
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
     config = _read_from(kv, stream, group)
     change(config)
     config.validate()
@@ -315,6 +330,12 @@ def elastic_member_step_down(js: JetStream, stream: str, group: str, member: str
     """Unpin the member's pinned instance: another instance of it takes over."""
     stream, group = check_stream(stream), check_name(group, "group")
     member = check_name(member, "member")
+    config = _read(js, stream, group)
+    if not config.is_in_membership(member):
+        raise NotAMemberError(
+            f"{member!r} is not a member of elastic consumer group {stream}.{group} "
+            f"(members: {_member_names(config)})"
+        )
     js.unpin_consumer(elastic_stream_name(stream, group), member, PRIORITY_GROUP)
 
 
@@ -343,9 +364,9 @@ def elastic_consume(
     template = dataclasses.replace(
         template, ack_policy=AckPolicy.EXPLICIT, inactive_threshold=template.ack_wait
     )
-    js.stream_info(elastic_stream_name(stream, group))  # StreamNotFoundError: no such group
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
     group_config = _read_from(kv, stream, group)
+    js.stream_info(elastic_stream_name(stream, group))  # the group's own stream is there
     watcher = kv.watch(config_key(stream, group))
     runner = _ElasticMember(js, stream, group, member, cb, template, watcher, group_config)
     if group_config.is_in_membership(member):
