@@ -19,6 +19,7 @@ import random
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .. import errors
+from .._protocol import check_subscribe_subject
 from ..jetstream.api import (
     AckPolicy,
     ConsumerConfig,
@@ -54,7 +55,12 @@ from .partitions import (
     elastic_stream_name,
     partitioning_transform_dest,
 )
-from .records import ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter
+from .records import (
+    ElasticConsumerGroupConfig,
+    MemberMapping,
+    PartitioningFilter,
+    check_member_count,
+)
 from .store import (
     bucket,
     check_handler,
@@ -114,6 +120,16 @@ def _filters(value: Optional[Sequence[PartitioningFilter]]) -> Optional[List[Par
             raise errors.InvalidArgumentError(
                 f"partitioning_filters must be PartitioningFilter objects, got {pf!r}"
             )
+        check_subscribe_subject(pf.filter, "a partitioning filter")
+        wildcards = pf.partitioning_wildcards
+        if wildcards is not None and (
+            isinstance(wildcards, str)
+            or not all(isinstance(w, int) and not isinstance(w, bool) for w in wildcards)
+        ):
+            raise errors.InvalidArgumentError(
+                f"partitioning_wildcards of {pf.filter!r} must be a list of ints (1-based "
+                f"indexes of its * wildcards) or None, got {wildcards!r}"
+            )
         out.append(pf)
     return out
 
@@ -153,12 +169,15 @@ def create_elastic(
     info = js.stream_info(stream)
     kv = bucket(js, ELASTIC_BUCKET, "elastic", create_replicas=info.config.num_replicas or 1)
     key = config_key(stream, group)
+    created = False
     try:
         existing = kv.get(key)
     except errors.KeyNotFoundError:
+        _refuse_stream_clash(js, stream, group, cg_stream)
         try:
             kv.create(key, config.to_json())
             existing = None
+            created = True
         except errors.KeyWrongLastSequenceError:
             existing = kv.get(key)  # another creator was first: compare with theirs
     if existing is not None:
@@ -174,20 +193,45 @@ def create_elastic(
         SubjectTransform(src=pf.filter, dest=partitioning_transform_dest(pf, config.max_members))
         for pf in pfs
     ]
-    js.add_stream(
-        StreamConfig(
-            name=cg_stream,
-            retention=RetentionPolicy.WORK_QUEUE,
-            num_replicas=info.config.num_replicas,
-            storage=info.config.storage,
-            max_msgs=config.max_buffered_msgs or None,
-            max_bytes=config.max_buffered_bytes or None,
-            discard=DiscardPolicy.NEW,
-            sources=[StreamSource(name=stream, subject_transforms=transforms)],
-            allow_direct=True,
+    try:
+        js.add_stream(
+            StreamConfig(
+                name=cg_stream,
+                retention=RetentionPolicy.WORK_QUEUE,
+                num_replicas=info.config.num_replicas,
+                storage=info.config.storage,
+                max_msgs=config.max_buffered_msgs or None,
+                max_bytes=config.max_buffered_bytes or None,
+                discard=DiscardPolicy.NEW,
+                sources=[StreamSource(name=stream, subject_transforms=transforms)],
+                allow_direct=True,
+            )
         )
-    )
+    except BaseException:
+        if created:  # undo: a refused create leaves no record (a group without a stream)
+            try:
+                kv.delete(key, last=kv.get(key).revision)
+            except errors.NATSError as exc:
+                log.warning("%s: could not remove the record of a refused create: %s", key, exc)
+        raise
     return config
+
+
+def _refuse_stream_clash(js: JetStream, stream: str, group: str, cg_stream: str) -> None:
+    """Refuse a group whose work-queue stream name ``<stream>-<group>`` is taken by a stream
+    that does not source ``stream`` (e.g. stream S group x-y and stream S-x group y are
+    both S-x-y): the create would fail, or take over another group's stream."""
+    try:
+        existing = js.stream_info(cg_stream).config
+    except errors.StreamNotFoundError:
+        return
+    sources = [src.name for src in existing.sources or []]
+    if sources != [stream]:
+        raise ConsumerGroupExistsError(
+            f"elastic consumer group {stream}.{group}: its work-queue stream name {cg_stream!r} "
+            f"is taken by a stream that sources {sources or 'nothing'}, not {stream!r} (another "
+            f"group's: <stream>-<group> names clash): choose another group name"
+        )
 
 
 def delete_elastic(js: JetStream, stream: str, group: str) -> None:
@@ -248,7 +292,9 @@ def add_members(js: JetStream, stream: str, group: str, members: Sequence[str]) 
                 f"elastic consumer group {stream}.{group} uses member mappings: members "
                 f"cannot be added (delete_member_mappings first)"
             )
-        config.members = list(dict.fromkeys([*config.members, *new]))
+        members = list(dict.fromkeys([*config.members, *new]))
+        check_member_count(config.max_members, members)
+        config.members = members
 
     return _rewrite(js, stream, group, change, cas=True).members
 

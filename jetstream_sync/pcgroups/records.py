@@ -30,6 +30,7 @@ __all__ = [
     "MemberMapping",
     "PartitioningFilter",
     "StaticConsumerGroupConfig",
+    "check_member_count",
     "go_json",
 ]
 
@@ -213,6 +214,18 @@ def _check_partitioning_filter(pf: PartitioningFilter) -> None:
                 f"partitioning wildcard indexes must be between 1 and the number of * wildcards"
                 f" in the filter ({stars}), got {index}"
             )
+
+
+def check_member_count(max_members: int, members: List[str]) -> None:
+    """Refuse a balanced membership of more distinct members than ``max_members`` (each
+    member beyond it would get no partition while the membership lists it). Only what this
+    package writes is checked: a record another tool wrote with more is still read."""
+    count = len(dict.fromkeys(members))
+    if count > max_members:
+        raise _refuse(
+            f"{count} members is more than max_members ({max_members}): a member beyond it "
+            f"would get no partition"
+        )
 
 
 def _check_membership(

@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence
 from .. import errors
 from ..jetstream.api import ConsumerConfig
 from ..jetstream.context import JetStream
-from ..jetstream.kv import KV_DEL, KV_PURGE, Entry, KeyWatcher
+from ..jetstream.kv import KV_DEL, KV_PURGE, Entry, KeyValue, KeyWatcher
 from .errors import (
     ConsumerGroupChangedError,
     ConsumerGroupConfigError,
@@ -38,7 +38,7 @@ from .partitions import (
     static_consumer_name,
     static_partition_filters,
 )
-from .records import MemberMapping, StaticConsumerGroupConfig
+from .records import MemberMapping, StaticConsumerGroupConfig, check_member_count
 from .store import (
     bucket,
     check_handler,
@@ -93,6 +93,7 @@ def create_static(
         member_mappings=list(member_mappings or []),
     )
     config.validate()
+    check_member_count(config.max_members, config.members)
     stream = check_stream(stream)
     group = check_name(group, "group")
     info = js.stream_info(stream)
@@ -101,6 +102,7 @@ def create_static(
     try:
         existing = kv.get(key)
     except errors.KeyNotFoundError:
+        _refuse_durable_clash(kv, stream, group, config)
         try:
             kv.create(key, config.to_json())
             return config
@@ -113,6 +115,29 @@ def create_static(
             f"({existing.value.decode(errors='replace')}): delete it first to change it"
         )
     return current
+
+
+def _refuse_durable_clash(
+    kv: KeyValue, stream: str, group: str, config: StaticConsumerGroupConfig
+) -> None:
+    """Refuse a group whose members' durables (``<group>-<member>``) would be another
+    group's on the same stream: group ``g`` member ``x-m1`` and group ``g-x`` member ``m1``
+    are both ``g-x-m1``, and would share (and steal) one consumer."""
+    mine = {static_consumer_name(group, m): m for m in _member_names(config)}
+    for other in group_names(kv, stream):
+        if other == group:
+            continue
+        try:
+            theirs = StaticConsumerGroupConfig.from_json(kv.get(config_key(stream, other)).value)
+        except (errors.KeyNotFoundError, ConsumerGroupConfigError):
+            continue  # gone meanwhile, or unreadable: it has no durables we can name
+        clash = sorted(set(mine) & {static_consumer_name(other, m) for m in _member_names(theirs)})
+        if clash:
+            raise ConsumerGroupExistsError(
+                f"static consumer group {stream}.{group}: the durable name(s) {clash} of its "
+                f"members are those of group {other!r} on the same stream (a member's durable "
+                f"is <group>-<member>): choose other group or member names"
+            )
 
 
 def delete_static(js: JetStream, stream: str, group: str) -> None:

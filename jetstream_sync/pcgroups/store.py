@@ -7,6 +7,7 @@ import time
 from typing import List, Optional, Sequence
 
 from .. import errors
+from .._protocol import check_subscribe_subject
 from .._timeouts import Deadline
 from ..jetstream.api import StorageType, check_stream_name
 from ..jetstream.context import JetStream
@@ -19,7 +20,6 @@ __all__ = ["bucket", "check_handler", "check_name", "check_names", "check_stream
 # A group or member name is a token of the record's key and part of consumer and stream names:
 # no dots, wildcards, whitespace or path separators.
 _NAME = re.compile(r"[^.*>\s/\\]+\Z")
-_SUBJECT = re.compile(r"\S+\Z")
 _PROBE_KEY = "_pcgroups_probe"  # not a "<stream>.<group>" key: never a record
 
 
@@ -45,11 +45,7 @@ def check_names(values: Optional[Sequence[str]], what: str, subject: bool = Fals
     out = []
     for value in values:
         if subject:
-            if not isinstance(value, str) or not _SUBJECT.match(value):
-                raise errors.InvalidArgumentError(
-                    f"{what}: each must be a subject filter without whitespace, got {value!r}"
-                )
-            out.append(value)
+            out.append(check_subscribe_subject(value, f"{what} entry"))
         else:
             out.append(check_name(value, f"{what} entry"))
     return out
