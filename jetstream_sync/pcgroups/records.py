@@ -68,10 +68,16 @@ class MemberMapping:
 @dataclass
 class PartitioningFilter:
     """An elastic group's filter and which of its ``*`` wildcards (1-based) make the partition
-    key; none: the whole subject (orbit.go's ``PartitioningFilter``)."""
+    key; none: the whole subject (orbit.go's ``PartitioningFilter``).
+
+    The default is ``None``, stored as JSON ``null`` like orbit.go's zero value (a nil
+    slice): orbit compares configs with ``reflect.DeepEqual``, for which nil and ``[]``
+    differ, so a create-if-absent of ``PartitioningFilter("e.>")`` here and of
+    ``PartitioningFilter{Filter: "e.>"}`` in Go must store the same bytes. A record with
+    ``null`` or ``[]`` both read (and stay as they were)."""
 
     filter: str
-    partitioning_wildcards: Optional[List[int]] = field(default_factory=list)
+    partitioning_wildcards: Optional[List[int]] = None
 
     def to_go(self) -> Dict[str, Any]:
         return {"filter": self.filter, "partitioning_wildcards": self.partitioning_wildcards}
