@@ -26,10 +26,11 @@ from .._timeouts import check_timeout
 from ..jetstream.api import ConsumerConfig
 from ..jetstream.context import JetStream
 from ..msg import Msg
-from .elastic import ELASTIC_BUCKET, _read_from, elastic_consume
-from .errors import NotAMemberError
-from .partitions import elastic_stream_name
-from .store import MessageHandler, check_handler, check_name, check_stream, group_bucket
+from .elastic import _read_from, elastic_consume
+from .errors import ConsumerGroupNotFoundError, NotAMemberError
+from .member import MessageHandler
+from .partitions import ELASTIC_BUCKET, elastic_stream_name
+from .store import check_handler, check_name, check_stream, group_bucket
 
 __all__ = ["BacklogResult", "consume_backlog"]
 
@@ -130,7 +131,10 @@ def consume_backlog(
             if ctx.done:
                 if ctx.error is not None:
                     raise ctx.error
-                raise errors.ConsumerGroupError_ended(stream, group)  # noqa: the group went
+                raise ConsumerGroupNotFoundError(
+                    f"elastic consumer group {stream}.{group} (stream {stream!r}, group "
+                    f"{group!r}) was deleted while consume_backlog ran"
+                )
             try:
                 info = js.consumer_info(cg_stream, member)
             except errors.NotFoundError:
