@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from .errors import ConsumerGroupConfigError
 
@@ -175,8 +175,7 @@ class ElasticConsumerGroupConfig:
             self.max_members == other.max_members
             and self.max_buffered_msgs == other.max_buffered_msgs
             and self.max_buffered_bytes == other.max_buffered_bytes
-            and _filters_meaning(self.partitioning_filters)
-            == _filters_meaning(other.partitioning_filters)
+            and self.partitioning_filters == other.partitioning_filters
         )
 
     def validate(self) -> None:
@@ -184,15 +183,6 @@ class ElasticConsumerGroupConfig:
         for pf in self.partitioning_filters or []:
             _check_partitioning_filter(pf)
         _check_membership(self.max_members, self.members, self.member_mappings)
-
-
-def _filters_meaning(
-    filters: Optional[List[PartitioningFilter]],
-) -> List[Tuple[str, List[int]]]:
-    """The filters with Go's nil and empty slices made one (they partition alike): a config
-    made by Go (``null``) and the same one made here with ``[]`` (or the other way) are one
-    group to create-if-absent, and no change a running member must end for."""
-    return [(pf.filter, list(pf.partitioning_wildcards or [])) for pf in filters or []]
 
 
 # --- the checks (orbit.go's, in its words) ---------------------------------------------------
