@@ -29,7 +29,7 @@ from ..msg import Msg
 from .elastic import _read_from, elastic_consume
 from .errors import ConsumerGroupNotFoundError, NotAMemberError
 from .member import MessageHandler
-from .partitions import ELASTIC_BUCKET, elastic_stream_name
+from .partitions import ELASTIC_BUCKET, elastic_partition_filters, elastic_stream_name
 from .store import check_handler, check_name, check_stream, group_bucket
 
 __all__ = ["BacklogResult", "consume_backlog"]
@@ -98,8 +98,8 @@ def consume_backlog(
     ``member`` must be in the membership (NotAMemberError otherwise; it is not added or
     removed); ``cb`` and ``config`` are those of :func:`elastic_consume` (``cb`` acks each
     message). It returns once the member's consumer has no pending and no ack-pending
-    messages, having stopped and deleted that consumer. The backlog is what the group's
-    work-queue stream holds: messages still being sourced from ``stream`` may come after.
+    messages and the group's work-queue stream has nothing of ``stream`` left to source,
+    having stopped and deleted that consumer.
 
     If ``cb`` raises, that exception is raised (after the cleanup); if ``timeout`` seconds
     pass first, TimeoutError says how far it got. Either way the consumer is deleted, and
@@ -119,6 +119,10 @@ def consume_backlog(
             f"{_names(group_config.members, group_config.member_mappings)}: add_members first "
             f"(consume_backlog does not change the membership)"
         )
+    if not elastic_partition_filters(group_config, member):
+        # In the membership but beyond max_members (a record another tool wrote): it owns
+        # no partition, so it has no backlog.
+        return BacklogResult()
     cg_stream = elastic_stream_name(stream, group)
     counting = _Counting(cb)
     started = time.monotonic()
@@ -136,12 +140,18 @@ def consume_backlog(
                     f"{group!r}) was deleted while consume_backlog ran"
                 )
             try:
-                info = js.consumer_info(cg_stream, member)
+                # Only once this instance has joined: a consumer left by an earlier instance
+                # may still be there, with other filters.
+                info = js.consumer_info(cg_stream, member) if ctx.consuming else None
+                lag = _source_lag(js, cg_stream, stream)
             except errors.NotFoundError:
                 info = None
             if info is not None:
-                last = f"{info.num_pending} pending, {info.num_ack_pending} awaiting an ack"
-                if info.num_pending == 0 and info.num_ack_pending == 0:
+                last = (
+                    f"{info.num_pending} pending, {info.num_ack_pending} awaiting an ack, "
+                    f"{lag} still to be sourced from {stream!r}"
+                )
+                if info.num_pending == 0 and info.num_ack_pending == 0 and lag == 0:
                     drained = True
                     break
             if time.monotonic() >= deadline:
@@ -162,6 +172,13 @@ def consume_backlog(
             f"was deleted, and the messages not acked go to the next consumer"
         )
     return BacklogResult(counting.handled, counting.redelivered, elapsed)
+
+
+def _source_lag(js: JetStream, cg_stream: str, stream: str) -> int:
+    """How many of ``stream``'s messages the group's work-queue stream has still to source
+    (they are part of the backlog: a task started right after a publish must see it)."""
+    info = js.stream_info(cg_stream)
+    return sum(src.lag for src in info.sources or [] if src.name == stream)
 
 
 def _delete_consumer(js: JetStream, cg_stream: str, member: str) -> None:
