@@ -20,7 +20,7 @@ one at a time, in order, across the whole group.
 
 from __future__ import annotations
 
-from .backlog import consume_backlog
+from .backlog import BacklogResult, consume_backlog
 from .elastic import (
     add_members,
     create_elastic,
@@ -73,6 +73,7 @@ __all__ = [
     "ELASTIC_BUCKET",
     "PRIORITY_GROUP",
     "STATIC_BUCKET",
+    "BacklogResult",
     "ConsumerGroupChangedError",
     "ConsumerGroupConfigError",
     "ConsumerGroupConsumeContext",
