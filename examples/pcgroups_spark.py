@@ -9,8 +9,8 @@ instead of two: the partitions move to other tasks (other Python workers), and e
 account's results are still in order, each event once.
 
 Task-as-member rules this follows:
-  * a task is short-lived: it joins, consumes the backlog that was there when the job started
-    (the driver waits until the group's stream has sourced it), then stops and leaves;
+  * a task is short-lived: ``pcgroups.consume_backlog`` joins, consumes the backlog (what the
+    stream holds when it runs), then stops and deletes the member's consumer;
   * Spark forks and reuses its Python workers and never runs atexit: the task connects and
     closes its connection itself, in ``finally``;
   * a retried task (Spark runs it again after a failure) joins as the same member: the
@@ -46,55 +46,27 @@ def member_name(index: int) -> str:
 
 
 def run_member(url: str, member: str) -> Dict[str, Any]:
-    """One Spark task: join the group as ``member``, handle its partitions until they are
-    drained, leave. Returns what it did."""
-    handled, duplicates = 0, 0
+    """One Spark task: join the group as ``member``, handle its partitions' backlog, leave
+    (``consume_backlog`` deletes the member's consumer: its partitions are free for the next
+    job's members at once). Returns what it did."""
+    duplicates = 0
     nc = nats.connect(url, name=f"pcgroups-spark-{member}")
     try:
         js = nc.jetstream()
 
         def handle(msg: nats.Msg) -> None:
-            nonlocal handled, duplicates
+            nonlocal duplicates
             account, n = msg.subject.split(".")[1], int(msg.data)  # "events.<account>"
             # The work, made idempotent: the result's msg_id is the event's identity.
             ack = js.publish(f"results.{account}", b"%d" % (n * n), msg_id=f"{account}-{n}")
             duplicates += bool(ack.duplicate)
             msg.ack_sync()  # only now may the account's next event come
-            handled += 1
 
         config = ConsumerConfig(ack_wait=ACK_WAIT, max_ack_pending=1)
-        cc = pcgroups.elastic_consume(js, STREAM, GROUP, member, handle, config)
-        try:
-            wait_drained(js, member, cc)
-        finally:
-            cc.stop()
-            cc.wait(30)
-        # Drained and stopped: leave. Deleting the member's consumer now frees its partitions
-        # for the next job's members at once (else it goes after ack_wait without pulls).
-        try:
-            js.delete_consumer(GROUP_STREAM, member)
-        except nats.NotFoundError:
-            pass
+        result = pcgroups.consume_backlog(js, STREAM, GROUP, member, handle, config, timeout=120)
     finally:
         nc.close()  # no atexit in Spark workers: close explicitly
-    return {"member": member, "handled": handled, "duplicates": duplicates}
-
-
-def wait_drained(js: nats.JetStream, member: str, cc: Any, timeout: float = 60.0) -> None:
-    """Until the member's consumer has nothing left to deliver and nothing unacked."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if cc.done:
-            raise RuntimeError(f"{member} ended early: {cc.error}")
-        try:
-            info = js.consumer_info(GROUP_STREAM, member)
-            if info.num_pending == 0 and info.num_ack_pending == 0:
-                return
-        except nats.NotFoundError:
-            pass  # not joined yet: a previous owner of its partitions is still leaving
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{member}: its partitions were not drained in {timeout} s")
-        time.sleep(0.1)
+    return {"member": member, "handled": result.handled, "duplicates": duplicates}
 
 
 def members_job(url: str) -> Any:

@@ -581,10 +581,7 @@ class KeyValue:
         seq = None if revision is None else _positive(revision, "revision")
         at = "" if seq is None else f" at revision {seq}"
         try:
-            if seq is None:
-                raw = self._js.get_msg(self._stream, last_by_subject=subject, direct=self._direct)
-            else:
-                raw = self._js.get_msg(self._stream, seq=seq, direct=self._direct)
+            raw = self._get_msg(subject, seq)
         except errors.NoMessageFoundError:
             raise KeyNotFoundError(f"{self._where(key)} not found{at}") from None
         except errors.StreamNotFoundError as exc:
@@ -602,6 +599,22 @@ class KeyValue:
                 f"{self._where(key)} was {verb} at revision {raw.seq}", entry=entry, op=op
             )
         return entry
+
+    def _get_msg(self, subject: str, seq: Optional[int]) -> api.RawStreamMsg:
+        """The message by direct get when the bucket allows it; when nobody answers the direct
+        get (a just-created R3 bucket whose replicas have not all subscribed yet, or a stream
+        without direct gets) the stream leader's API, as the Object Store does: it says
+        whether the stream exists and answers once there is a leader."""
+        try:
+            return self._js.get_msg(
+                self._stream, seq=seq, last_by_subject=None if seq else subject, direct=self._direct
+            )
+        except errors.APIError:
+            raise
+        except (errors.JetStreamError, errors.NoRespondersError):
+            if not self._direct:
+                raise
+            return self._js.get_msg(self._stream, seq=seq, last_by_subject=None if seq else subject)
 
     def status(self) -> BucketStatus:
         try:

@@ -11,6 +11,8 @@ any process: one is pinned and gets the messages, the others stand by for failov
 * **elastic** groups: any stream; the group's own work-queue stream sources it and inserts the
   partition number; members are added and dropped at run time. :func:`create_elastic`,
   :func:`add_members`, :func:`delete_members`, :func:`elastic_consume`.
+* short-lived members (Spark tasks, cron jobs, batch scripts): :func:`consume_backlog` joins
+  an elastic group, handles its member's backlog, and leaves nothing behind.
 
 With ``max_ack_pending=1`` in the member's consumer config, each key's messages are handled
 one at a time, in order, across the whole group.
@@ -18,6 +20,7 @@ one at a time, in order, across the whole group.
 
 from __future__ import annotations
 
+from .backlog import BacklogResult, consume_backlog
 from .elastic import (
     add_members,
     create_elastic,
@@ -70,6 +73,7 @@ __all__ = [
     "ELASTIC_BUCKET",
     "PRIORITY_GROUP",
     "STATIC_BUCKET",
+    "BacklogResult",
     "ConsumerGroupChangedError",
     "ConsumerGroupConfigError",
     "ConsumerGroupConsumeContext",
@@ -82,6 +86,7 @@ __all__ = [
     "PartitioningFilter",
     "StaticConsumerGroupConfig",
     "add_members",
+    "consume_backlog",
     "create_elastic",
     "create_static",
     "delete_elastic",

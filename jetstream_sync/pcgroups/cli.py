@@ -64,7 +64,8 @@ def parse_filter(text: str) -> PartitioningFilter:
     """``orders.*.*:1,2`` (the filter, then which of its ``*`` make the key) or ``orders.>``."""
     flt, colon, indexes = text.rpartition(":") if ":" in text else (text, "", "")
     try:
-        wildcards = [int(i) for i in indexes.split(",")] if colon and indexes else []
+        # No indexes: None, orbit's zero value (stored as null), as PartitioningFilter("x.>").
+        wildcards = [int(i) for i in indexes.split(",")] if colon and indexes else None
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"a partitioning filter is <filter>[:<wildcard index>,...], got {text!r}"

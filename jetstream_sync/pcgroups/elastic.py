@@ -19,6 +19,7 @@ import random
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .. import errors
+from .._protocol import check_subscribe_subject
 from ..jetstream.api import (
     AckPolicy,
     ConsumerConfig,
@@ -35,6 +36,8 @@ from .errors import (
     ConsumerGroupConfigError,
     ConsumerGroupError,
     ConsumerGroupExistsError,
+    ConsumerGroupNotFoundError,
+    NotAMemberError,
 )
 from .member import (
     ConsumerGroupConsumeContext,
@@ -52,7 +55,12 @@ from .partitions import (
     elastic_stream_name,
     partitioning_transform_dest,
 )
-from .records import ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter
+from .records import (
+    ElasticConsumerGroupConfig,
+    MemberMapping,
+    PartitioningFilter,
+    check_member_count,
+)
 from .store import (
     bucket,
     check_handler,
@@ -60,6 +68,7 @@ from .store import (
     check_names,
     check_stream,
     delete_record,
+    group_bucket,
     group_names,
     read_record,
 )
@@ -85,7 +94,7 @@ _WQ_NOT_UNIQUE = 10100
 
 
 def _read(js: JetStream, stream: str, group: str) -> ElasticConsumerGroupConfig:
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
     return _read_from(kv, stream, group)
 
 
@@ -110,6 +119,16 @@ def _filters(value: Optional[Sequence[PartitioningFilter]]) -> Optional[List[Par
         if not isinstance(pf, PartitioningFilter):
             raise errors.InvalidArgumentError(
                 f"partitioning_filters must be PartitioningFilter objects, got {pf!r}"
+            )
+        check_subscribe_subject(pf.filter, "a partitioning filter")
+        wildcards = pf.partitioning_wildcards
+        if wildcards is not None and (
+            isinstance(wildcards, str)
+            or not all(isinstance(w, int) and not isinstance(w, bool) for w in wildcards)
+        ):
+            raise errors.InvalidArgumentError(
+                f"partitioning_wildcards of {pf.filter!r} must be a list of ints (1-based "
+                f"indexes of its * wildcards) or None, got {wildcards!r}"
             )
         out.append(pf)
     return out
@@ -150,12 +169,15 @@ def create_elastic(
     info = js.stream_info(stream)
     kv = bucket(js, ELASTIC_BUCKET, "elastic", create_replicas=info.config.num_replicas or 1)
     key = config_key(stream, group)
+    created = False
     try:
         existing = kv.get(key)
     except errors.KeyNotFoundError:
+        _refuse_stream_clash(js, stream, group, cg_stream)
         try:
             kv.create(key, config.to_json())
             existing = None
+            created = True
         except errors.KeyWrongLastSequenceError:
             existing = kv.get(key)  # another creator was first: compare with theirs
     if existing is not None:
@@ -172,32 +194,69 @@ def create_elastic(
         SubjectTransform(src=pf.filter, dest=partitioning_transform_dest(pf, config.max_members))
         for pf in pfs
     ]
-    js.add_stream(
-        StreamConfig(
-            name=cg_stream,
-            retention=RetentionPolicy.WORK_QUEUE,
-            num_replicas=info.config.num_replicas,
-            storage=info.config.storage,
-            max_msgs=config.max_buffered_msgs or None,
-            max_bytes=config.max_buffered_bytes or None,
-            discard=DiscardPolicy.NEW,
-            sources=[StreamSource(name=stream, subject_transforms=transforms)],
-            allow_direct=True,
+    try:
+        js.add_stream(
+            StreamConfig(
+                name=cg_stream,
+                retention=RetentionPolicy.WORK_QUEUE,
+                num_replicas=info.config.num_replicas,
+                storage=info.config.storage,
+                max_msgs=config.max_buffered_msgs or None,
+                max_bytes=config.max_buffered_bytes or None,
+                discard=DiscardPolicy.NEW,
+                sources=[StreamSource(name=stream, subject_transforms=transforms)],
+                allow_direct=True,
+            )
         )
-    )
+    except BaseException:
+        if created:  # undo: a refused create leaves no record (a group without a stream)
+            try:
+                kv.delete(key, last=kv.get(key).revision)
+            except errors.NATSError as exc:
+                log.warning("%s: could not remove the record of a refused create: %s", key, exc)
+        raise
     return config
 
 
+def _refuse_stream_clash(js: JetStream, stream: str, group: str, cg_stream: str) -> None:
+    """Refuse a group whose work-queue stream name ``<stream>-<group>`` is taken by a stream
+    that does not source ``stream`` (e.g. stream S group x-y and stream S-x group y are
+    both S-x-y): the create would fail, or take over another group's stream."""
+    try:
+        existing = js.stream_info(cg_stream).config
+    except errors.StreamNotFoundError:
+        return
+    sources = [src.name for src in existing.sources or []]
+    if sources != [stream]:
+        raise ConsumerGroupExistsError(
+            f"elastic consumer group {stream}.{group}: its work-queue stream name {cg_stream!r} "
+            f"is taken by a stream that sources {sources or 'nothing'}, not {stream!r} (another "
+            f"group's: <stream>-<group> names clash): choose another group name"
+        )
+
+
 def delete_elastic(js: JetStream, stream: str, group: str) -> None:
-    """Delete the group's record (its running members end) and its work-queue stream."""
+    """Delete the group's record (its running members end) and its work-queue stream
+    ``<stream>-<group>`` (with the members' consumers on it); ConsumerGroupNotFoundError if
+    the group does not exist. Nothing of another group is touched."""
     stream, group = check_stream(stream), check_name(group, "group")
-    delete_record(bucket(js, ELASTIC_BUCKET, "elastic"), stream, group)
-    js.delete_stream(elastic_stream_name(stream, group))
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
+    read_record(kv, stream, group, "elastic")
+    delete_record(kv, stream, group)
+    try:
+        js.delete_stream(elastic_stream_name(stream, group))
+    except errors.StreamNotFoundError:
+        pass  # a half-made group (its stream never made): the record was all there was
 
 
 def list_elastic(js: JetStream, stream: str) -> List[str]:
-    """The names of the elastic groups on ``stream``."""
-    return group_names(bucket(js, ELASTIC_BUCKET, "elastic"), check_stream(stream))
+    """The names of the elastic groups on ``stream`` (none when there is no bucket yet)."""
+    stream = check_stream(stream)
+    try:
+        kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    except ConsumerGroupNotFoundError:
+        return []
+    return group_names(kv, stream)
 
 
 def _rewrite(
@@ -209,7 +268,7 @@ def _rewrite(
 ) -> ElasticConsumerGroupConfig:
     """Read the record, change it (``change(config)``), check it and write it back; with
     ``cas`` only over the revision read (KeyWrongLastSequenceError: someone else was first)."""
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
     config = _read_from(kv, stream, group)
     change(config)
     config.validate()
@@ -234,7 +293,9 @@ def add_members(js: JetStream, stream: str, group: str, members: Sequence[str]) 
                 f"elastic consumer group {stream}.{group} uses member mappings: members "
                 f"cannot be added (delete_member_mappings first)"
             )
-        config.members = list(dict.fromkeys([*config.members, *new]))
+        members = list(dict.fromkeys([*config.members, *new]))
+        check_member_count(config.max_members, members)
+        config.members = members
 
     return _rewrite(js, stream, group, change, cas=True).members
 
@@ -316,6 +377,12 @@ def elastic_member_step_down(js: JetStream, stream: str, group: str, member: str
     """Unpin the member's pinned instance: another instance of it takes over."""
     stream, group = check_stream(stream), check_name(group, "group")
     member = check_name(member, "member")
+    config = _read(js, stream, group)
+    if not config.is_in_membership(member):
+        raise NotAMemberError(
+            f"{member!r} is not a member of elastic consumer group {stream}.{group} "
+            f"(members: {_member_names(config)})"
+        )
     js.unpin_consumer(elastic_stream_name(stream, group), member, PRIORITY_GROUP)
 
 
@@ -344,9 +411,9 @@ def elastic_consume(
     template = dataclasses.replace(
         template, ack_policy=AckPolicy.EXPLICIT, inactive_threshold=template.ack_wait
     )
-    js.stream_info(elastic_stream_name(stream, group))  # StreamNotFoundError: no such group
-    kv = bucket(js, ELASTIC_BUCKET, "elastic")
+    kv = group_bucket(js, ELASTIC_BUCKET, "elastic", stream, group)
     group_config = _read_from(kv, stream, group)
+    js.stream_info(elastic_stream_name(stream, group))  # the group's own stream is there
     watcher = kv.watch(config_key(stream, group))
     runner = _ElasticMember(js, stream, group, member, cb, template, watcher, group_config)
     if group_config.is_in_membership(member):

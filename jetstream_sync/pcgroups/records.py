@@ -30,6 +30,7 @@ __all__ = [
     "MemberMapping",
     "PartitioningFilter",
     "StaticConsumerGroupConfig",
+    "check_member_count",
     "go_json",
 ]
 
@@ -67,10 +68,16 @@ class MemberMapping:
 @dataclass
 class PartitioningFilter:
     """An elastic group's filter and which of its ``*`` wildcards (1-based) make the partition
-    key; none: the whole subject (orbit.go's ``PartitioningFilter``)."""
+    key; none: the whole subject (orbit.go's ``PartitioningFilter``).
+
+    The default is ``None``, stored as JSON ``null`` like orbit.go's zero value (a nil
+    slice): orbit compares configs with ``reflect.DeepEqual``, for which nil and ``[]``
+    differ, so a create-if-absent of ``PartitioningFilter("e.>")`` here and of
+    ``PartitioningFilter{Filter: "e.>"}`` in Go must store the same bytes. A record with
+    ``null`` or ``[]`` both read (and stay as they were)."""
 
     filter: str
-    partitioning_wildcards: Optional[List[int]] = field(default_factory=list)
+    partitioning_wildcards: Optional[List[int]] = None
 
     def to_go(self) -> Dict[str, Any]:
         return {"filter": self.filter, "partitioning_wildcards": self.partitioning_wildcards}
@@ -213,6 +220,18 @@ def _check_partitioning_filter(pf: PartitioningFilter) -> None:
                 f"partitioning wildcard indexes must be between 1 and the number of * wildcards"
                 f" in the filter ({stars}), got {index}"
             )
+
+
+def check_member_count(max_members: int, members: List[str]) -> None:
+    """Refuse a balanced membership of more distinct members than ``max_members`` (each
+    member beyond it would get no partition while the membership lists it). Only what this
+    package writes is checked: a record another tool wrote with more is still read."""
+    count = len(dict.fromkeys(members))
+    if count > max_members:
+        raise _refuse(
+            f"{count} members is more than max_members ({max_members}): a member beyond it "
+            f"would get no partition"
+        )
 
 
 def _check_membership(

@@ -15,11 +15,12 @@ from typing import List, Optional, Sequence
 from .. import errors
 from ..jetstream.api import ConsumerConfig
 from ..jetstream.context import JetStream
-from ..jetstream.kv import KV_DEL, KV_PURGE, Entry, KeyWatcher
+from ..jetstream.kv import KV_DEL, KV_PURGE, Entry, KeyValue, KeyWatcher
 from .errors import (
     ConsumerGroupChangedError,
     ConsumerGroupConfigError,
     ConsumerGroupExistsError,
+    ConsumerGroupNotFoundError,
     NotAMemberError,
 )
 from .member import (
@@ -37,7 +38,7 @@ from .partitions import (
     static_consumer_name,
     static_partition_filters,
 )
-from .records import MemberMapping, StaticConsumerGroupConfig
+from .records import MemberMapping, StaticConsumerGroupConfig, check_member_count
 from .store import (
     bucket,
     check_handler,
@@ -45,6 +46,7 @@ from .store import (
     check_names,
     check_stream,
     delete_record,
+    group_bucket,
     group_names,
     read_record,
 )
@@ -62,8 +64,9 @@ __all__ = [
 
 def get_static_config(js: JetStream, stream: str, group: str) -> StaticConsumerGroupConfig:
     """The group's config as stored (ConsumerGroupNotFoundError if there is none)."""
-    kv = bucket(js, STATIC_BUCKET, "static")
-    entry = read_record(kv, check_stream(stream), check_name(group, "group"), "static")
+    stream, group = check_stream(stream), check_name(group, "group")
+    kv = group_bucket(js, STATIC_BUCKET, "static", stream, group)
+    entry = read_record(kv, stream, group, "static")
     config = StaticConsumerGroupConfig.from_json(entry.value or b"")
     config.validate()
     return config
@@ -90,6 +93,7 @@ def create_static(
         member_mappings=list(member_mappings or []),
     )
     config.validate()
+    check_member_count(config.max_members, config.members)
     stream = check_stream(stream)
     group = check_name(group, "group")
     info = js.stream_info(stream)
@@ -98,6 +102,7 @@ def create_static(
     try:
         existing = kv.get(key)
     except errors.KeyNotFoundError:
+        _refuse_durable_clash(kv, stream, group, config)
         try:
             kv.create(key, config.to_json())
             return config
@@ -112,19 +117,51 @@ def create_static(
     return current
 
 
+def _refuse_durable_clash(
+    kv: KeyValue, stream: str, group: str, config: StaticConsumerGroupConfig
+) -> None:
+    """Refuse a group whose members' durables (``<group>-<member>``) would be another
+    group's on the same stream: group ``g`` member ``x-m1`` and group ``g-x`` member ``m1``
+    are both ``g-x-m1``, and would share (and steal) one consumer."""
+    mine = {static_consumer_name(group, m): m for m in _member_names(config)}
+    for other in group_names(kv, stream):
+        if other == group:
+            continue
+        try:
+            theirs = StaticConsumerGroupConfig.from_json(kv.get(config_key(stream, other)).value)
+        except (errors.KeyNotFoundError, ConsumerGroupConfigError):
+            continue  # gone meanwhile, or unreadable: it has no durables we can name
+        clash = sorted(set(mine) & {static_consumer_name(other, m) for m in _member_names(theirs)})
+        if clash:
+            raise ConsumerGroupExistsError(
+                f"static consumer group {stream}.{group}: the durable name(s) {clash} of its "
+                f"members are those of group {other!r} on the same stream (a member's durable "
+                f"is <group>-<member>): choose other group or member names"
+            )
+
+
 def delete_static(js: JetStream, stream: str, group: str) -> None:
-    """Delete the group's record (its running members end) and its members' consumers."""
+    """Delete the group's record (its running members end) and the durables of the members
+    its record names: exactly those, by whole name (ConsumerGroupNotFoundError if the group
+    does not exist; the consumers of other groups are never touched)."""
     stream, group = check_stream(stream), check_name(group, "group")
-    delete_record(bucket(js, STATIC_BUCKET, "static"), stream, group)
+    kv = group_bucket(js, STATIC_BUCKET, "static", stream, group)
+    entry = read_record(kv, stream, group, "static")
+    try:
+        config = StaticConsumerGroupConfig.from_json(entry.value)
+        names = _member_names(config)
+    except ConsumerGroupConfigError:
+        names = []  # an unreadable record: nothing tells whose consumers are the group's
+    delete_record(kv, stream, group)
     failed: List[str] = []
-    for name in js.consumer_names(stream):
-        if name.startswith(f"{group}-"):
-            try:
-                js.delete_consumer(stream, name)
-            except errors.NotFoundError:
-                pass
-            except errors.NATSError as exc:
-                failed.append(f"{name}: {exc}")
+    for member in dict.fromkeys(names):
+        name = static_consumer_name(group, member)
+        try:
+            js.delete_consumer(stream, name)
+        except errors.NotFoundError:
+            pass
+        except errors.NATSError as exc:
+            failed.append(f"{name}: {exc}")
     if failed:
         raise errors.JetStreamError(
             f"static consumer group {stream}.{group}: could not delete: {'; '.join(failed)}"
@@ -132,14 +169,23 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
 
 
 def list_static(js: JetStream, stream: str) -> List[str]:
-    """The names of the static groups on ``stream``."""
-    return group_names(bucket(js, STATIC_BUCKET, "static"), check_stream(stream))
+    """The names of the static groups on ``stream`` (none when there is no bucket yet)."""
+    stream = check_stream(stream)
+    try:
+        kv = bucket(js, STATIC_BUCKET, "static")
+    except ConsumerGroupNotFoundError:
+        return []
+    return group_names(kv, stream)
+
+
+def _member_names(config: StaticConsumerGroupConfig) -> List[str]:
+    return config.members or [m.member for m in config.member_mappings]
 
 
 def static_active_members(js: JetStream, stream: str, group: str) -> List[str]:
     """The members that have an instance pulling now (their consumer has waiting pulls)."""
     config = get_static_config(js, stream, group)
-    names = config.members or [m.member for m in config.member_mappings]
+    names = _member_names(config)
     by_consumer = {static_consumer_name(group, m): m for m in names}
     return [
         by_consumer[ci.name]
@@ -152,6 +198,12 @@ def static_member_step_down(js: JetStream, stream: str, group: str, member: str)
     """Unpin the member's pinned instance: another instance of it takes over."""
     stream, group = check_stream(stream), check_name(group, "group")
     member = check_name(member, "member")
+    config = get_static_config(js, stream, group)
+    if not config.is_in_membership(member):
+        raise NotAMemberError(
+            f"{member!r} is not a member of static consumer group {stream}.{group} "
+            f"(members: {_member_names(config)})"
+        )
     js.unpin_consumer(stream, static_consumer_name(group, member), PRIORITY_GROUP)
 
 
@@ -170,12 +222,12 @@ def static_consume(
     member = check_name(member, "member")
     check_handler(cb)
     template = member_timers(config)
-    js.stream_info(stream)  # StreamNotFoundError now rather than from the first pull
     group_config = get_static_config(js, stream, group)
+    js.stream_info(stream)  # StreamNotFoundError now rather than from the first pull
     if not group_config.is_in_membership(member):
         raise NotAMemberError(
             f"{member!r} is not a member of static consumer group {stream}.{group} "
-            f"(members: {group_config.members or [m.member for m in group_config.member_mappings]})"
+            f"(members: {_member_names(group_config)})"
         )
     kv = bucket(js, STATIC_BUCKET, "static")
     watcher = kv.watch(config_key(stream, group))

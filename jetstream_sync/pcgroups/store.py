@@ -7,6 +7,7 @@ import time
 from typing import List, Optional, Sequence
 
 from .. import errors
+from .._protocol import check_subscribe_subject
 from .._timeouts import Deadline
 from ..jetstream.api import StorageType, check_stream_name
 from ..jetstream.context import JetStream
@@ -19,7 +20,6 @@ __all__ = ["bucket", "check_handler", "check_name", "check_names", "check_stream
 # A group or member name is a token of the record's key and part of consumer and stream names:
 # no dots, wildcards, whitespace or path separators.
 _NAME = re.compile(r"[^.*>\s/\\]+\Z")
-_SUBJECT = re.compile(r"\S+\Z")
 _PROBE_KEY = "_pcgroups_probe"  # not a "<stream>.<group>" key: never a record
 
 
@@ -45,11 +45,7 @@ def check_names(values: Optional[Sequence[str]], what: str, subject: bool = Fals
     out = []
     for value in values:
         if subject:
-            if not isinstance(value, str) or not _SUBJECT.match(value):
-                raise errors.InvalidArgumentError(
-                    f"{what}: each must be a subject filter without whitespace, got {value!r}"
-                )
-            out.append(value)
+            out.append(check_subscribe_subject(value, f"{what} entry"))
         else:
             out.append(check_name(value, f"{what} entry"))
     return out
@@ -62,15 +58,23 @@ def check_handler(cb: object) -> None:
         )
 
 
-def bucket(js: JetStream, name: str, kind: str, create_replicas: Optional[int] = None) -> KeyValue:
-    """The groups' bucket; made (file storage, that many replicas) if ``create_replicas``."""
+def bucket(
+    js: JetStream,
+    name: str,
+    kind: str,
+    create_replicas: Optional[int] = None,
+    key: Optional[str] = None,
+) -> KeyValue:
+    """The groups' bucket; made (file storage, that many replicas) if ``create_replicas``.
+    ``key``: the group asked for (``<stream>.<group>``), named when there is no bucket."""
     try:
         return js.key_value(name)
     except errors.BucketNotFoundError:
         if create_replicas is None:
+            what = f"{kind} consumer group {key!r}" if key else f"{kind} consumer groups"
             raise ConsumerGroupNotFoundError(
-                f"there are no {kind} consumer groups: the bucket {name!r} does not exist "
-                f"(create_{kind} makes it)"
+                f"{what} does not exist: there are no {kind} consumer groups, the bucket "
+                f"{name!r} does not exist (create_{kind} makes it)"
             ) from None
     kv = js.create_key_value(bucket=name, replicas=create_replicas, storage=StorageType.FILE)
     _await_direct_gets(kv, Deadline(js.timeout, f"the new bucket {name!r} answering"))
@@ -92,13 +96,20 @@ def _await_direct_gets(kv: KeyValue, deadline: Deadline) -> None:
             time.sleep(min(0.02, deadline.remaining()))
 
 
+def group_bucket(js: JetStream, name: str, kind: str, stream: str, group: str) -> KeyValue:
+    """The bucket holding the group's record (ConsumerGroupNotFoundError naming the group if
+    there is no bucket)."""
+    return bucket(js, name, kind, key=config_key(stream, group))
+
+
 def read_record(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
     key = config_key(stream, group)
     try:
         return kv.get(key)
     except errors.KeyNotFoundError:
         raise ConsumerGroupNotFoundError(
-            f"{kind} consumer group {key!r} does not exist (create_{kind} makes it)"
+            f"{kind} consumer group {key!r} (stream {stream!r}, group {group!r}) does not "
+            f"exist (create_{kind} makes it)"
         ) from None
 
 

@@ -217,7 +217,8 @@ def test_elastic_refusals(js: JetStream, plain_stream: str) -> None:
         pcgroups.elastic_consume(
             js, s, "cg", "m1", Seen(), ConsumerConfig(ack_policy=AckPolicy.NONE)
         )
-    with pytest.raises(errors.StreamNotFoundError):
+    # One not-found rule (issue 34): a missing group is ConsumerGroupNotFoundError.
+    with pytest.raises(pcgroups.ConsumerGroupNotFoundError, match="other"):
         pcgroups.elastic_consume(js, s, "other", "m1", Seen(), CONFIG)
     pcgroups.delete_elastic(js, s, "cg")
 

@@ -287,3 +287,28 @@ def test_partitioning_filter_validation(pf: PartitioningFilter, ok: bool) -> Non
 def test_max_members_must_be_at_least_one() -> None:
     with pytest.raises(ConsumerGroupConfigError, match="max number of members must be >= 1"):
         StaticConsumerGroupConfig(0, members=["m1"]).validate()
+
+
+def test_partitioning_filter_default_is_orbits_nil() -> None:
+    # Issue 34: orbit's PartitioningFilter{Filter: "e.>"} stores null; so must ours, or a
+    # create-if-absent of the same-looking config from the other language is refused.
+    pf = PartitioningFilter("e.>")
+    assert pf.partitioning_wildcards is None
+    cfg = ElasticConsumerGroupConfig(2, [pf])
+    assert cfg.to_json() == (
+        b'{"max_members":2,"partitioning_filters":[{"filter":"e.\\u003e",'
+        b'"partitioning_wildcards":null}]}'
+    )
+    assert ElasticConsumerGroupConfig.from_json(cfg.to_json()).same_shape(cfg)
+
+
+def test_member_count_beyond_max_members_is_refused_but_still_read() -> None:
+    from jetstream_sync.pcgroups.records import check_member_count
+
+    check_member_count(2, ["a", "b", "a"])  # duplicates are one member
+    with pytest.raises(ConsumerGroupConfigError, match="max_members"):
+        check_member_count(2, ["a", "b", "c"])
+    # A record another tool wrote with more members is read and passes validate().
+    cfg = StaticConsumerGroupConfig.from_json(b'{"max_members":2,"members":["a","b","c"]}')
+    cfg.validate()
+    assert cfg.members == ["a", "b", "c"]
