@@ -466,10 +466,16 @@ def _writer(writeinto: object) -> Optional[Callable[[bytes], None]]:
 
 
 def _wait_ack(fut: Future[api.PubAck], timeout: float, what: str) -> None:
+    """Wait up to ``timeout`` for a chunk's ack; its own error, if it failed, as it is."""
     try:
         fut.result(timeout)
     except concurrent.futures.TimeoutError:
-        raise errors.TimeoutError(f"{what}: no ack within {timeout} s") from None
+        # concurrent.futures.TimeoutError is the builtin TimeoutError, which the package's
+        # TimeoutError subclasses: the future may have failed with a timeout of its own
+        # (say, the publisher expiring a late ack) that must keep its words.
+        if not fut.done():
+            raise errors.TimeoutError(f"{what}: no ack within {timeout} s") from None
+        fut.result(0)  # done: its own outcome (an error raises as it is)
 
 
 # --- the bucket --------------------------------------------------------------------------------
