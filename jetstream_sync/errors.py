@@ -230,6 +230,7 @@ __all__ = [
     "ObjectAlreadyExistsError",
     "ObjectDeletedError",
     "ObjectNotFoundError",
+    "ObjectOutcomeUnknownError",
     "ObjectStoreError",
     "OutboundBufferLimitError",
     "PermissionsError",
@@ -912,6 +913,14 @@ class ObjectAlreadyExistsError(ObjectStoreError):
 
 
 ObjectAlreadyExists = ObjectAlreadyExistsError  # nats-py's name
+
+
+class ObjectOutcomeUnknownError(ObjectStoreError, ConnectionLostError, TimeoutError):
+    """A put whose info was sent but not acknowledged (the connection dropped, or the ack
+    did not come), and the info the server holds could not be read afterwards: the put
+    may have stored the new object or left the old one. Nothing was purged; the message
+    says how to check (``get_info(name).nuid``). Also a ConnectionLostError and a
+    TimeoutError, so that handlers of the error that cut the put still catch it."""
 
 
 class BadObjectMetaError(ObjectStoreError):

@@ -31,6 +31,7 @@ import hashlib
 import io
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import (
     IO,
@@ -628,16 +629,79 @@ class ObjectStore:
                 options=options,
                 metadata=meta.metadata,
             )
-            self._publish_meta(info)
         except BaseException:
             self._discard(window, subject, wait)
             raise
+        self._store_info(info, subject, wait)
         if old is not None and not old.deleted and old.nuid and old.nuid != nuid:
             try:
                 self._purge(self._chunk_subject(old.nuid))
             except errors.NATSError as exc:  # the put stands: the old chunks are litter
                 self._js._core.report(exc)
         return info
+
+    def _store_info(self, info: ObjectInfo, chunks: str, wait: float) -> None:
+        """Publish the info of a put whose chunks (on ``chunks``) are all stored. Chunks
+        are purged only when no stored info can point to them: when the publish is
+        refused, or when its fate was unknown and the info the server holds is another.
+        When that cannot be learned within ``wait`` seconds, ObjectOutcomeUnknownError."""
+        try:
+            self._publish_meta(info)
+        except (errors.APIError, errors.NoRespondersError, errors.InvalidArgumentError):
+            self._purge_quietly(chunks)  # refused, or never sent: the old info stands
+            raise
+        except Exception as exc:
+            # Lost connection, timeout: the info may be stored and have replaced the old
+            # one already. Purging its chunks then would destroy the object: ask first.
+            try:
+                stored = self._stored_nuid(info.name, wait)
+            except errors.NATSError as why:
+                raise errors.ObjectOutcomeUnknownError(
+                    f"put of {self._where(info.name)}: the info (nuid {info.nuid}) was sent "
+                    f"but not acknowledged ({exc}), and the info the server holds could "
+                    f"not be read ({why}): get_info({info.name!r}).nuid == {info.nuid!r} "
+                    "tells whether the put stored it; nothing was purged"
+                ) from exc
+            if stored == info.nuid:
+                return  # the server stored it: the put succeeded, only the ack was lost
+            self._purge_quietly(chunks)
+            raise
+
+    def _stored_nuid(self, name: str, wait: float) -> Optional[str]:
+        """The nuid of the info the server holds for ``name`` (None: no info), asking
+        again while the connection is down or answers time out, for up to ``wait``
+        seconds; the last error once they are up."""
+        deadline = time.monotonic() + wait
+        nc = self._js.nc
+        while True:
+            try:
+                msg = self._last_msg(self._meta_subject(name))
+            except (
+                errors.ConnectionLostError,
+                errors.TimeoutError,
+                errors.NoRespondersError,
+                errors.OutboundBufferLimitError,
+            ):
+                if time.monotonic() >= deadline:
+                    raise
+            else:
+                if msg is None:
+                    return None
+                stored = _parse_info(msg.data, self._where(name), msg.time)
+                return stored.nuid
+            # A pause, then wait (polling: the client has no event for it) until the
+            # connection is back.
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            while not nc.is_connected and not nc.is_closed and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if nc.is_closed:
+                raise errors.ConnectionClosedError("the client was closed")
+
+    def _purge_quietly(self, subject: str) -> None:
+        try:
+            self._purge(subject)
+        except errors.NATSError:
+            pass
 
     def _discard(self, window: Deque[Future[api.PubAck]], subject: str, wait: float) -> None:
         """A put failed: let its chunks in flight land, then remove them all (best effort:
@@ -647,10 +711,7 @@ class ObjectStore:
                 fut.result(wait)
             except BaseException:
                 pass
-        try:
-            self._purge(subject)
-        except errors.NATSError:
-            pass
+        self._purge_quietly(subject)
 
     # --- get ----------------------------------------------------------------------------------
 
