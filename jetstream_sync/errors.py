@@ -81,6 +81,8 @@ message names the problem (the subject, the limit, the server's words) and never
         │   │                                         js.batch_publish())
         │   ├── BatchClosedError                      add/commit after commit, discard, failure
         │   ├── BatchNotCommittedError                the with block ended without commit()
+        │   ├── BatchOutcomeUnknownError              commit sent, no answer: stored whole or
+        │   │                                         not at all (also ConnectionLost, Timeout)
         │   └── (BatchPublishError: also here)
         ├── FastIngestError                           anything of a fast-ingest batch (ADR-50,
         │   │                                         js.fast_publisher()): batch_id, batch_seq,
@@ -1008,6 +1010,7 @@ __all__ += [
     "BatchIncompleteError",
     "BatchNotCommittedError",
     "BatchNotEnabledError",
+    "BatchOutcomeUnknownError",
     "BatchPublishError",
     "BatchSequenceMissingError",
     "BatchTooLargeError",
@@ -1023,6 +1026,14 @@ class BatchError(JetStreamError):
 
 class BatchClosedError(BatchError):
     """``add`` or ``commit`` on a batch that was committed, discarded, or failed."""
+
+
+class BatchOutcomeUnknownError(BatchError, ConnectionLostError, TimeoutError):
+    """The commit of an atomic batch was sent but its answer never came (the connection
+    dropped, or the wait timed out): the batch is stored whole or not at all, and which
+    is unknown. The message says how to find out (the stream's last message carries
+    ``Nats-Batch-Id``). Also a ConnectionLostError and a TimeoutError, so that handlers
+    of the error that cut the commit still catch it."""
 
 
 class BatchNotCommittedError(BatchError):
