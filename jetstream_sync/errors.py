@@ -131,6 +131,7 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── FastIngestInvalidPatternError     10206: a reply subject it cannot read
             │   ├── FastIngestInvalidBatchIdError     10207 (longer than 64 characters)
             │   ├── FastIngestUnknownBatchError       10208: ended, or 10 s idle
+            │   │   (after a sent commit: FastIngestOutcomeUnknownError, a FastIngestError)
             │   │   (the four above are BadRequestErrors too: 400)
             │   └── FastIngestTooManyInflightError    10211 (429): 1,000 open per stream
             ├── ApiLevelError                         10185 (412): the server's JetStream API
@@ -1179,6 +1180,7 @@ __all__ += [
     "FastIngestInvalidPatternError",
     "FastIngestMessageError",
     "FastIngestNotEnabledError",
+    "FastIngestOutcomeUnknownError",
     "FastIngestPublishError",
     "FastIngestTooManyInflightError",
     "FastIngestUnknownBatchError",
@@ -1237,6 +1239,13 @@ class FastIngestInvalidPatternError(FastIngestPublishError, BadRequestError):
 
 class FastIngestInvalidBatchIdError(FastIngestPublishError, BadRequestError):
     """10207: a batch id (the last token of the batch's inbox) longer than 64 characters."""
+
+
+class FastIngestOutcomeUnknownError(FastIngestError, ConnectionLostError, TimeoutError):
+    """A fast-ingest commit was sent and its PubAck never came: asked again, the server no
+    longer knows the batch (it ended: committed, or dropped after 10 s idle). What it kept
+    is unknown to the client; the message says how to check (the stream's last sequence).
+    Do not send the batch again blind. Also a ConnectionLostError and a TimeoutError."""
 
 
 class FastIngestUnknownBatchError(FastIngestPublishError, BadRequestError):

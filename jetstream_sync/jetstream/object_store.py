@@ -466,6 +466,10 @@ def _writer(writeinto: object) -> Optional[Callable[[bytes], None]]:
     return write_all
 
 
+# An expected last subject sequence no subject reaches: a publish the stream refuses.
+_NEVER_SEQ = 2**63 - 1
+
+
 def _wait_ack(fut: Future[api.PubAck], timeout: float, what: str) -> None:
     """Wait up to ``timeout`` for a chunk's ack; its own error, if it failed, as it is."""
     try:
@@ -673,8 +677,12 @@ class ObjectStore:
         seconds; the last error once they are up."""
         deadline = time.monotonic() + wait
         nc = self._js.nc
+        fenced = False
         while True:
             try:
+                if not fenced:
+                    self._fence()
+                    fenced = True
                 msg = self._last_msg(self._meta_subject(name))
             except (
                 errors.ConnectionLostError,
@@ -696,6 +704,23 @@ class ObjectStore:
                 time.sleep(0.02)
             if nc.is_closed:
                 raise errors.ConnectionClosedError("the client was closed")
+
+    def _fence(self) -> None:
+        """Return once the stream has handled what this client sent it before: a publish
+        it refuses (an expected last subject sequence no subject reaches). The stream
+        takes one client's publishes in order, so an info still on its way in (an ack
+        that timed out on a busy stream) is stored before the refusal comes back, and a
+        read after this cannot miss it (a direct get can overtake a queued publish). The
+        subject is a fresh chunk subject: were it ever stored, nothing points to it."""
+        subject = self._chunk_subject(_nuids.next())
+        try:
+            self._js.publish(subject, b"", expected_last_subject_seq=_NEVER_SEQ)
+        except errors.StreamWrongLastSequenceError:
+            return
+        raise errors.ObjectStoreError(
+            f"bucket {self._name!r}: the stream stored a message it should have refused "
+            f"(expected last subject sequence {_NEVER_SEQ} on {subject!r})"
+        )
 
     def _purge_quietly(self, subject: str) -> None:
         try:
