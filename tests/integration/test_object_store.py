@@ -373,6 +373,41 @@ def test_a_put_whose_info_never_reached_the_server_keeps_the_old_object(
     assert chunk_subjects(obs._js, obs.bucket) == {f"$O.{obs.bucket}.C.{old.nuid}": 3}
 
 
+def test_an_info_still_on_its_way_in_when_its_ack_timed_out_is_not_destroyed(
+    obs: nats.ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A busy stream: the info's ack timed out with the info still queued at the server,
+    # where a direct get can overtake it. Modelled here by holding the info back until
+    # this connection publishes again (the stream takes one client's publishes in order);
+    # whatever the put did, the info lands in the end, and must find its chunks there.
+    meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=10))
+    obs.put("doc", b"o" * 25, meta=meta)
+    js = obs._js
+    real = js.publish
+    held: List[Callable[[], Any]] = []
+
+    def land() -> None:
+        while held:
+            held.pop()()
+
+    def publish(subject: str, *args: Any, **kwargs: Any) -> Any:
+        if subject.startswith(f"$O.{obs.bucket}.M.") and not held:
+            held.append(lambda: real(subject, *args, **kwargs))
+            raise nats.TimeoutError("no ack within 5.0 s (the stream is busy)")
+        land()  # what this connection sent before is handled first
+        return real(subject, *args, **kwargs)
+
+    monkeypatch.setattr(js, "publish", publish)
+    try:
+        obs.put("doc", b"n" * 35, meta=meta)
+    except nats.NATSError:
+        pass
+    land()  # at the latest now
+    monkeypatch.undo()
+    assert len(obs.list()) == 1
+    assert obs.get("doc").data == b"n" * 35
+
+
 def test_a_put_asks_again_when_its_first_look_at_the_info_is_cut(
     obs: nats.ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
