@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from fault_table import print_table
@@ -21,7 +21,7 @@ from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name
 
 CALL_TIMEOUT = 1.0
-ADDS = 60
+CALLS = 60
 FAULT_SPAN = 2.0  # seconds a black hole lasts before it heals
 HANG_MARGIN = 5.0  # a 2-core machine shared with other test runs
 
@@ -41,17 +41,98 @@ def _sigkill_restart(srv: NATSServer) -> Callable[[FaultProxy], None]:
     return fault
 
 
-def counter_row(srv: NATSServer, name: str, fault: Callable[[FaultProxy], None]) -> Dict[str, Any]:
-    stream = stream_name("CNTF")
-    subject = f"{stream.lower()}.n"
-    with nats.connect(srv.url) as admin:
-        ajs = admin.jetstream(timeout=5.0)
-        ajs.add_stream(
-            name=stream,
-            subjects=[f"{stream.lower()}.>"],
+class Capability:
+    """One capability's load: ``setup(js)`` on the admin connection, ``op(js, i)`` the
+    i-th call through the proxy (True: done; False: certainly not done, try again; an
+    error: try again), ``tally(js, done)`` (lost, doubled) read on the admin connection."""
+
+    name = ""
+
+    def setup(self, js: Any) -> None:
+        raise NotImplementedError
+
+    def op(self, js: Any, i: int) -> bool:
+        raise NotImplementedError
+
+    def tally(self, js: Any, done: int) -> Tuple[int, int]:
+        raise NotImplementedError
+
+    def cleanup(self, js: Any) -> None:
+        raise NotImplementedError
+
+
+class CounterLoad(Capability):
+    """Adds of 1, each with a msg_id, retried with the same id."""
+
+    name = "counter add(msg_id)"
+
+    def setup(self, js: Any) -> None:
+        self.stream = stream_name("CNTF")
+        self.subject = f"{self.stream.lower()}.n"
+        js.add_stream(
+            name=self.stream,
+            subjects=[f"{self.stream.lower()}.>"],
             allow_msg_counter=True,
             allow_direct=True,
         )
+
+    def op(self, js: Any, i: int) -> bool:
+        js.counter(self.stream).add(self.subject, 1, msg_id=f"add-{i}")
+        return True
+
+    def tally(self, js: Any, done: int) -> Tuple[int, int]:
+        value = int(js.counter(self.stream).load(self.subject))
+        return max(0, done - value), max(0, value - done)
+
+    def cleanup(self, js: Any) -> None:
+        js.delete_stream(self.stream)
+
+
+class AtomicBatchLoad(Capability):
+    """Batches of 3; a commit whose outcome is unknown is resolved as the error says (the
+    last message's Nats-Batch-Id); a batch certainly not stored is sent again, new."""
+
+    name = "atomic batch x3"
+
+    def setup(self, js: Any) -> None:
+        self.stream = stream_name("ABF")
+        self.subject = f"{self.stream.lower()}.b"
+        js.add_stream(
+            name=self.stream,
+            subjects=[f"{self.stream.lower()}.>"],
+            allow_atomic=True,
+            allow_direct=True,
+        )
+        self.admin = js
+
+    def op(self, js: Any, i: int) -> bool:
+        batch = js.batch_publish()
+        try:
+            batch.add(self.subject, b"%d.0" % i)
+            batch.add(self.subject, b"%d.1" % i)
+            batch.commit(self.subject, b"%d.2" % i)
+        except nats.BatchOutcomeUnknownError:
+            last = self.admin.get_last_msg(self.stream, self.subject)
+            if (last.headers or {}).get("Nats-Batch-Id") == batch.id:
+                return True
+            raise
+        return True
+
+    def tally(self, js: Any, done: int) -> Tuple[int, int]:
+        messages = js.stream_info(self.stream).state.messages
+        assert messages % 3 == 0, f"a batch stored in part: {messages} messages"
+        return max(0, done - messages // 3), max(0, messages // 3 - done)
+
+    def cleanup(self, js: Any) -> None:
+        js.delete_stream(self.stream)
+
+
+def capability_row(
+    srv: NATSServer, load: Capability, name: str, fault: Callable[[FaultProxy], None]
+) -> Dict[str, Any]:
+    with nats.connect(srv.url) as admin:
+        ajs = admin.jetstream(timeout=5.0)
+        load.setup(ajs)
         proxy = FaultProxy("127.0.0.1", srv.port)
         errors_seen: Dict[str, int] = {}
         worst = 0.0
@@ -67,9 +148,10 @@ def counter_row(srv: NATSServer, name: str, fault: Callable[[FaultProxy], None])
                 error_cb=lambda e: None,
             )
             try:
-                counter = nc.jetstream(timeout=CALL_TIMEOUT).counter(stream)
-                for i in range(ADDS):
-                    if i == ADDS // 3:
+                js = nc.jetstream(timeout=CALL_TIMEOUT)
+                healer = threading.Timer(0, lambda: None)
+                for i in range(CALLS):
+                    if i == CALLS // 3:
                         fault(proxy)
                         healer = threading.Timer(FAULT_SPAN, proxy.heal)  # the fault's span
                         healer.start()
@@ -77,31 +159,32 @@ def counter_row(srv: NATSServer, name: str, fault: Callable[[FaultProxy], None])
                     while True:
                         started = time.monotonic()
                         try:
-                            counter.add(subject, 1, msg_id=f"add-{i}")
-                            break
+                            if load.op(js, i):
+                                break
                         except nats.NATSError as exc:
                             kind = type(exc).__name__
                             errors_seen[kind] = errors_seen.get(kind, 0) + 1
-                            assert time.monotonic() < deadline, f"add {i} never answered"
+                            assert time.monotonic() < deadline, f"call {i} never answered"
                             threading.Event().wait(0.05)  # a retry pace
                         finally:
                             worst = max(worst, time.monotonic() - started)
                     done += 1
                 healer.join()
                 proxy.heal()
-                works_after = int(counter.add(subject, 0)) >= 0
+                works_after = load.op(js, CALLS)
+                done += 1
             finally:
                 nc.close()
         finally:
             proxy.close()
-        value = ajs.counter(stream).load(subject)
-        ajs.delete_stream(stream)
+        lost, doubled = load.tally(ajs, done)
+        load.cleanup(ajs)
     return {
-        "capability": "counter add(msg_id)",
+        "capability": load.name,
         "fault": name,
         "calls": done,
-        "lost": max(0, done - value),
-        "doubled": max(0, value - done),
+        "lost": lost,
+        "doubled": doubled,
         "worst_call_s": round(worst, 2),
         "timeout_s": CALL_TIMEOUT,
         "errors": ",".join(f"{k}x{v}" for k, v in sorted(errors_seen.items())) or "-",
@@ -109,16 +192,17 @@ def counter_row(srv: NATSServer, name: str, fault: Callable[[FaultProxy], None])
     }
 
 
-def test_counters_under_faults(own_server: NATSServer) -> None:
+@pytest.mark.parametrize("load", [CounterLoad, AtomicBatchLoad], ids=["counter", "atomic"])
+def test_a_capability_under_faults(own_server: NATSServer, load: type) -> None:
     faults: List[Any] = [
         ("cut mid-frame down", lambda p: p.cut(after=7, direction=DOWN)),
         ("black hole, heals", lambda p: p.black_hole()),
         ("SIGKILL + restart", _sigkill_restart(own_server)),
     ]
-    rows = [counter_row(own_server, name, fault) for name, fault in faults]
+    rows = [capability_row(own_server, load(), name, fault) for name, fault in faults]
     print_table(rows)
     for row in rows:
-        assert row["calls"] == ADDS, row
+        assert row["calls"] == CALLS + 1, row
         assert row["lost"] == 0 and row["doubled"] == 0, row
         assert row["worst_call_s"] <= CALL_TIMEOUT + HANG_MARGIN, row
         assert row["works_after"], row
