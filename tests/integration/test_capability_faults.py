@@ -3,7 +3,7 @@
 store. Each row says what was lost, what was doubled, the worst call against its timeout,
 the errors seen, and whether the client works again afterwards (``pytest -s`` prints it).
 
-Counters: adds of 1 with a ``msg_id`` each, retried with the same id until they answer; the
+Loads: counter adds with a ``msg_id`` (retried with the same id), atomic batches of 3 (an
 counter must end at exactly the number of adds (none lost, none doubled)."""
 
 from __future__ import annotations
@@ -127,6 +127,63 @@ class AtomicBatchLoad(Capability):
         js.delete_stream(self.stream)
 
 
+class KeyValueLoad(Capability):
+    """KV creates of new keys: one that raised is retried; a retry refused because the key
+    exists is done if the stored value is ours (the first try landed)."""
+
+    name = "kv create"
+
+    def setup(self, js: Any) -> None:
+        self.bucket = stream_name("KVF")
+        js.create_key_value(bucket=self.bucket)
+        self.admin = js
+
+    def op(self, js: Any, i: int) -> bool:
+        value = b"v%d" % i
+        try:
+            js.key_value(self.bucket).create(f"k{i}", value)
+        except nats.KeyWrongLastSequenceError:
+            return bool(self.admin.key_value(self.bucket).get(f"k{i}").value == value)
+        return True
+
+    def tally(self, js: Any, done: int) -> Tuple[int, int]:
+        keys = len(js.key_value(self.bucket).keys())
+        messages = js.stream_info(f"KV_{self.bucket}").state.messages
+        return max(0, done - keys), max(0, messages - keys)
+
+    def cleanup(self, js: Any) -> None:
+        js.delete_key_value(self.bucket)
+
+
+class ObjectLoad(Capability):
+    """Object Store put of 3 chunks then get, retried; lost: an object that does not read
+    back whole; doubled: chunk messages no stored info points to (orphans)."""
+
+    name = "object put+get"
+    DATA = b"x" * 250
+
+    def setup(self, js: Any) -> None:
+        self.bucket = stream_name("OBF")
+        js.create_object_store(self.bucket)
+        self.meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=100))
+
+    def op(self, js: Any, i: int) -> bool:
+        store = js.object_store(self.bucket)
+        store.put(f"o{i}", self.DATA, meta=self.meta)
+        return bool(store.get(f"o{i}").data == self.DATA)
+
+    def tally(self, js: Any, done: int) -> Tuple[int, int]:
+        store = js.object_store(self.bucket)
+        infos = store.list()
+        whole = sum(1 for info in infos if store.get(info.name).data == self.DATA)
+        info = js.stream_info(f"OBJ_{self.bucket}", subjects_filter=f"$O.{self.bucket}.C.>")
+        chunks = sum((info.state.subjects or {}).values())
+        return max(0, done - whole), max(0, chunks - 3 * len(infos))
+
+    def cleanup(self, js: Any) -> None:
+        js.delete_object_store(self.bucket)
+
+
 def capability_row(
     srv: NATSServer, load: Capability, name: str, fault: Callable[[FaultProxy], None]
 ) -> Dict[str, Any]:
@@ -192,7 +249,11 @@ def capability_row(
     }
 
 
-@pytest.mark.parametrize("load", [CounterLoad, AtomicBatchLoad], ids=["counter", "atomic"])
+@pytest.mark.parametrize(
+    "load",
+    [CounterLoad, AtomicBatchLoad, KeyValueLoad, ObjectLoad],
+    ids=["counter", "atomic", "kv", "object"],
+)
 def test_a_capability_under_faults(own_server: NATSServer, load: type) -> None:
     faults: List[Any] = [
         ("cut mid-frame down", lambda p: p.cut(after=7, direction=DOWN)),
