@@ -4,7 +4,8 @@ store. Each row says what was lost, what was doubled, the worst call against its
 the errors seen, and whether the client works again afterwards (``pytest -s`` prints it).
 
 Loads: counter adds with a ``msg_id`` (retried with the same id), atomic batches of 3 (an
-counter must end at exactly the number of adds (none lost, none doubled)."""
+unknown commit resolved by its Nats-Batch-Id), KV creates, Object Store put + get; each
+must end with every call that answered stored exactly once."""
 
 from __future__ import annotations
 
