@@ -18,6 +18,7 @@ from fault_table import print_table
 from faultproxy import DOWN, FaultProxy
 
 import jetstream_sync as nats
+from jetstream_sync import micro
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name
 
@@ -185,6 +186,51 @@ class ObjectLoad(Capability):
         js.delete_object_store(self.bucket)
 
 
+class MicroLoad(Capability):
+    """Requests through the proxy to a micro service on the admin connection, each sent
+    once (a core request is at most once: one that raised is not sent again). Lost: a
+    request answered whose handler did not run; doubled: a handler run twice for a request.
+    The errors of requests that raised are counted in ``unanswered``."""
+
+    name = "micro requests"
+
+    def setup(self, js: Any) -> None:
+        self.runs: Dict[bytes, int] = {}
+        self.answered: List[bytes] = []
+        self.unanswered: Dict[str, int] = {}
+        self.subject = stream_name("svc").lower()
+
+        def handler(req: Any) -> None:
+            self.runs[req.data] = self.runs.get(req.data, 0) + 1
+            req.respond(req.data)
+
+        self.service = micro.add_service(js.nc, name="faulted", version="1.0.0")
+        self.service.add_endpoint(name="echo", subject=self.subject, handler=handler)
+
+    def op(self, js: Any, i: int) -> bool:
+        body = b"r%d" % i
+        self.last_ok = False
+        try:
+            reply = js.nc.request(self.subject, body, timeout=CALL_TIMEOUT)
+        except nats.NoRespondersError:
+            raise  # no handler ran: the harness sends it again
+        except nats.NATSError as exc:
+            kind = type(exc).__name__
+            self.unanswered[kind] = self.unanswered.get(kind, 0) + 1
+            return True  # not sent again: its outcome is that of a core request
+        assert reply.data == body
+        self.answered.append(body)
+        self.last_ok = True
+        return True
+
+    def tally(self, js: Any, done: int) -> Tuple[int, int]:
+        lost = sum(1 for body in self.answered if self.runs.get(body, 0) != 1)
+        return lost, sum(1 for n in self.runs.values() if n > 1)
+
+    def cleanup(self, js: Any) -> None:
+        self.service.stop()
+
+
 def capability_row(
     srv: NATSServer, load: Capability, name: str, fault: Callable[[FaultProxy], None]
 ) -> Dict[str, Any]:
@@ -229,13 +275,14 @@ def capability_row(
                     done += 1
                 healer.join()
                 proxy.heal()
-                works_after = load.op(js, CALLS)
+                works_after = load.op(js, CALLS) and getattr(load, "last_ok", True)
                 done += 1
             finally:
                 nc.close()
         finally:
             proxy.close()
         lost, doubled = load.tally(ajs, done)
+        errors_seen.update(getattr(load, "unanswered", {}))
         load.cleanup(ajs)
     return {
         "capability": load.name,
@@ -252,8 +299,8 @@ def capability_row(
 
 @pytest.mark.parametrize(
     "load",
-    [CounterLoad, AtomicBatchLoad, KeyValueLoad, ObjectLoad],
-    ids=["counter", "atomic", "kv", "object"],
+    [CounterLoad, AtomicBatchLoad, KeyValueLoad, ObjectLoad, MicroLoad],
+    ids=["counter", "atomic", "kv", "object", "micro"],
 )
 def test_a_capability_under_faults(own_server: NATSServer, load: type) -> None:
     faults: List[Any] = [
