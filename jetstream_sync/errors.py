@@ -81,6 +81,8 @@ message names the problem (the subject, the limit, the server's words) and never
         │   │                                         js.batch_publish())
         │   ├── BatchClosedError                      add/commit after commit, discard, failure
         │   ├── BatchNotCommittedError                the with block ended without commit()
+        │   ├── BatchOutcomeUnknownError              commit sent, no answer: stored whole or
+        │   │                                         not at all (also ConnectionLost, Timeout)
         │   └── (BatchPublishError: also here)
         ├── FastIngestError                           anything of a fast-ingest batch (ADR-50,
         │   │                                         js.fast_publisher()): batch_id, batch_seq,
@@ -129,6 +131,7 @@ message names the problem (the subject, the limit, the server's words) and never
             │   ├── FastIngestInvalidPatternError     10206: a reply subject it cannot read
             │   ├── FastIngestInvalidBatchIdError     10207 (longer than 64 characters)
             │   ├── FastIngestUnknownBatchError       10208: ended, or 10 s idle
+            │   │   (after a sent commit: FastIngestOutcomeUnknownError, a FastIngestError)
             │   │   (the four above are BadRequestErrors too: 400)
             │   └── FastIngestTooManyInflightError    10211 (429): 1,000 open per stream
             ├── ApiLevelError                         10185 (412): the server's JetStream API
@@ -230,6 +233,7 @@ __all__ = [
     "ObjectAlreadyExistsError",
     "ObjectDeletedError",
     "ObjectNotFoundError",
+    "ObjectOutcomeUnknownError",
     "ObjectStoreError",
     "OutboundBufferLimitError",
     "PermissionsError",
@@ -916,6 +920,14 @@ class ObjectAlreadyExistsError(ObjectStoreError):
 ObjectAlreadyExists = ObjectAlreadyExistsError  # nats-py's name
 
 
+class ObjectOutcomeUnknownError(ObjectStoreError, ConnectionLostError, TimeoutError):
+    """A put whose info was sent but not acknowledged (the connection dropped, or the ack
+    did not come), and the info the server holds could not be read afterwards: the put
+    may have stored the new object or left the old one. Nothing was purged; the message
+    says how to check (``get_info(name).nuid``). Also a ConnectionLostError and a
+    TimeoutError, so that handlers of the error that cut the put still catch it."""
+
+
 class BadObjectMetaError(ObjectStoreError):
     """An object's stored info is not valid JSON, or lacks what an object needs."""
 
@@ -1001,6 +1013,7 @@ __all__ += [
     "BatchIncompleteError",
     "BatchNotCommittedError",
     "BatchNotEnabledError",
+    "BatchOutcomeUnknownError",
     "BatchPublishError",
     "BatchSequenceMissingError",
     "BatchTooLargeError",
@@ -1016,6 +1029,14 @@ class BatchError(JetStreamError):
 
 class BatchClosedError(BatchError):
     """``add`` or ``commit`` on a batch that was committed, discarded, or failed."""
+
+
+class BatchOutcomeUnknownError(BatchError, ConnectionLostError, TimeoutError):
+    """The commit of an atomic batch was sent but its answer never came (the connection
+    dropped, or the wait timed out): the batch is stored whole or not at all, and which
+    is unknown. The message says how to find out (the stream's last message carries
+    ``Nats-Batch-Id``). Also a ConnectionLostError and a TimeoutError, so that handlers
+    of the error that cut the commit still catch it."""
 
 
 class BatchNotCommittedError(BatchError):
@@ -1161,6 +1182,7 @@ __all__ += [
     "FastIngestInvalidPatternError",
     "FastIngestMessageError",
     "FastIngestNotEnabledError",
+    "FastIngestOutcomeUnknownError",
     "FastIngestPublishError",
     "FastIngestTooManyInflightError",
     "FastIngestUnknownBatchError",
@@ -1219,6 +1241,13 @@ class FastIngestInvalidPatternError(FastIngestPublishError, BadRequestError):
 
 class FastIngestInvalidBatchIdError(FastIngestPublishError, BadRequestError):
     """10207: a batch id (the last token of the batch's inbox) longer than 64 characters."""
+
+
+class FastIngestOutcomeUnknownError(FastIngestError, ConnectionLostError, TimeoutError):
+    """A fast-ingest commit was sent and its PubAck never came: asked again, the server no
+    longer knows the batch (it ended: committed, or dropped after 10 s idle). What it kept
+    is unknown to the client; the message says how to check (the stream's last sequence).
+    Do not send the batch again blind. Also a ConnectionLostError and a TimeoutError."""
 
 
 class FastIngestUnknownBatchError(FastIngestPublishError, BadRequestError):

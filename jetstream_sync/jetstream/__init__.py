@@ -34,7 +34,7 @@ from .api import (
 )
 from .consumer import ConsumeContext, MessagesContext, PullConsumer
 from .context import JetStream
-from .counter import Counter, CounterEntry
+from .counter import Counter, CounterEntry, CounterValue
 from .deadletter import DeadLetter, DeadLetters
 from .kv import BucketStatus, Entry, KeyValue, KeyValueConfig, KeyWatcher
 from .object_store import (
@@ -65,6 +65,7 @@ __all__ = [
     "ConsumerUnpinnedAdvisory",
     "Counter",
     "CounterEntry",
+    "CounterValue",
     "DeadLetter",
     "DeadLetters",
     "DeliverPolicy",

@@ -249,8 +249,10 @@ class AtomicBatch:
         (``Nats-Batch-Commit: eob``; needs nats-server 2.14, API level 4).
 
         A refusal (an expectation that does not hold, a missing message...) raises the
-        server's error, and nothing of the batch is stored. A :class:`TimeoutError` leaves
-        it unknown whether the batch was stored."""
+        server's error, and nothing of the batch is stored. A commit that was sent and not
+        answered (a timeout, a lost connection) raises :class:`BatchOutcomeUnknownError`
+        (also a TimeoutError and a ConnectionLostError): the batch is stored whole or not
+        at all, and its message says how to check (the Nats-Batch-Id of the last message)."""
         self._check_open("commit")
         seq = self._sent + 1
         if subject is None:
@@ -412,6 +414,18 @@ class AtomicBatch:
             raise
         self._went_out(subject, seq)
 
+    def _outcome_unknown(
+        self, subject: str, seq: int, cause: str
+    ) -> errors.BatchOutcomeUnknownError:
+        """The error for a commit that was sent and not answered."""
+        return errors.BatchOutcomeUnknownError(
+            f"the commit ({seq}) of atomic batch {self._id} on {subject!r} was sent, and "
+            f"{cause}: the batch is stored whole or not at all, and which is unknown. To "
+            f"find out, read the stream's last message (js.get_last_msg(stream, "
+            f"{subject!r}) or the stream's last sequence): it was stored if that message's "
+            f"Nats-Batch-Id header is {self._id!r}. Do not send it again before checking"
+        )
+
     def _request(self, subject: str, data: bytes, hdrs: Headers, seq: int, what: str) -> bytes:
         """Send message ``seq`` as a request; its answer's bytes. ``what``: "commit" or
         "message", for the errors."""
@@ -429,15 +443,24 @@ class AtomicBatch:
         except errors.TimeoutError:
             self._went_out(subject, seq)
             self._fail()
-            outcome = (
-                "whether the batch was stored is unknown"
-                if what == "commit"
-                else "the batch is abandoned"
-            )
+            if what == "commit":
+                raise self._outcome_unknown(
+                    subject, seq, f"no answer within {self._timeout} s"
+                ) from None
             raise errors.TimeoutError(
                 f"no answer to {what} {seq} of atomic batch {self._id} on {subject!r} within "
-                f"{self._timeout} s: {outcome}"
+                f"{self._timeout} s: the batch is abandoned"
             ) from None
+        except errors.ConnectionLostError as exc:
+            self._went_out(subject, seq)
+            self._fail()
+            if what == "commit":
+                # The commit may have reached the server before the connection dropped:
+                # the batch is then stored whole, so "failed" would invite a double store.
+                raise self._outcome_unknown(
+                    subject, seq, f"the connection was lost ({exc})"
+                ) from exc
+            raise
         except BaseException:
             self._went_out(subject, seq)
             self._fail()

@@ -32,7 +32,7 @@ from . import api, api_level
 if TYPE_CHECKING:  # pragma: no cover
     from .context import JetStream
 
-__all__ = ["Counter", "CounterEntry", "CounterFactory"]
+__all__ = ["Counter", "CounterEntry", "CounterFactory", "CounterValue"]
 
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"
@@ -55,6 +55,23 @@ class CounterEntry:
     incr: Optional[int] = None
 
 
+class CounterValue(int):
+    """What :meth:`Counter.add` returns: the counter's value (an int), and ``duplicate``,
+    True when the server had already counted an add with the same ``msg_id`` and counted
+    nothing this time (the value is then the one that first add made, or the counter's
+    current value if that message is no longer stored)."""
+
+    duplicate: bool
+
+    def __new__(cls, value: int, duplicate: bool = False) -> CounterValue:
+        made = super().__new__(cls, value)
+        made.duplicate = duplicate
+        return made
+
+    def __repr__(self) -> str:
+        return f"CounterValue({int(self)}, duplicate={self.duplicate})"
+
+
 class Counter:
     """The counters of one stream; made by ``js.counter(stream)``. Thread-safe (it holds
     nothing but the stream's name and subjects)."""
@@ -68,14 +85,26 @@ class Counter:
     def stream(self) -> str:
         return self._stream
 
-    def add(self, subject: str, delta: int) -> int:
+    def add(self, subject: str, delta: int, msg_id: Optional[str] = None) -> CounterValue:
         """Add ``delta`` (an int of any size; negative subtracts, 0 is allowed) to the
-        counter on ``subject`` and return its new value. The subject's stream must be this
-        counter stream."""
+        counter on ``subject`` and return its new value (a :class:`CounterValue`, an int).
+        The subject's stream must be this counter stream.
+
+        ``msg_id`` makes the add safe to retry: the server counts an add with a given id
+        once within the stream's ``duplicate_window``, and answers a second one as a
+        duplicate, which comes back with ``duplicate=True`` instead of counting again.
+        After an error whose outcome is unknown (a lost connection, a timeout), send the
+        same add with the same ``msg_id`` again."""
         check_publish_subject(subject)
         if isinstance(delta, bool) or not isinstance(delta, int):
             raise errors.InvalidArgumentError(
                 f"counter delta must be an int, got {type(delta).__name__} {delta!r}"
+            )
+        if msg_id is not None and (
+            not isinstance(msg_id, str) or not msg_id or any(c.isspace() for c in msg_id)
+        ):
+            raise errors.InvalidArgumentError(
+                f"counter msg_id must be a non-empty str without whitespace, got {msg_id!r}"
             )
         try:
             incr = f"{delta:+d}"
@@ -85,7 +114,7 @@ class Counter:
                 "sys.set_int_max_str_digits"
             ) from None
         try:
-            ack = self._js.publish(subject, b"", headers={INCR: incr})
+            ack = self._js.publish(subject, b"", headers={INCR: incr}, msg_id=msg_id)
         except errors.NoStreamResponseError:
             raise errors.NoStreamResponseError(
                 f"no stream captures {subject!r}: counter stream {self._stream!r} takes "
@@ -101,11 +130,29 @@ class Counter:
                 f"{subject!r} was counted by stream {ack.stream!r}, not by {self._stream!r}: "
                 "add only subjects of this counter's stream"
             )
+        if ack.duplicate:
+            # The server's answer to a duplicate names the first add's sequence, no value.
+            return CounterValue(self._duplicate_value(subject, ack.seq, msg_id), True)
         if ack.val is None:
             raise errors.CounterBrokenError.found(
                 f"the ack of an increment of {subject!r} in {self._stream!r} has no value"
             )
-        return _integer(ack.val, f"the new value of {subject!r}")
+        return CounterValue(_integer(ack.val, f"the new value of {subject!r}"))
+
+    def _duplicate_value(self, subject: str, seq: int, msg_id: Optional[str]) -> int:
+        """The value the first add with ``msg_id`` made (stored at ``seq``), or the
+        counter's current value if that message is gone."""
+        try:
+            raw = self._js.get_msg(self._stream, seq=seq, direct=True)
+        except errors.NoMessageFoundError:
+            return self.load(subject)
+        if raw.subject != subject:
+            raise errors.CounterError(
+                f"msg_id {msg_id!r} was already used by an add to {raw.subject!r} in stream "
+                f"{self._stream!r} (sequence {seq}): nothing was added to {subject!r}; give "
+                "every add its own msg_id"
+            )
+        return _entry(raw).value
 
     def load(self, subject: str) -> int:
         """The value of the counter on ``subject``; CounterNotFoundError if nothing was

@@ -257,6 +257,19 @@ class FastPublisher:
         deadline = Deadline(self._ack_timeout)
         self._wait(lambda: self._ended, deadline, ping=seq > 1)
         final = self._final
+        if isinstance(self._stop, errors.FastIngestUnknownBatchError):
+            # The commit went out and the server has since ended the batch without our
+            # seeing its PubAck (lost with a connection): it may have stored everything, so
+            # a plain failure would invite a second, doubled send.
+            self._stop = self._error(
+                errors.FastIngestOutcomeUnknownError(
+                    f"fast-ingest batch {self.batch_id}: its commit (batch sequence {seq}) "
+                    f"was sent, but its PubAck was lost and the server no longer knows the "
+                    f"batch: what it stored after batch sequence {self._acked} (acked) is "
+                    "unknown. Check the stream's last sequence or last message on the "
+                    "batch's subjects before sending anything again"
+                )
+            )
         if self._stop is not None:
             self._raise_stop(deadline)
         if final is None:

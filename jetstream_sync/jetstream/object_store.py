@@ -31,6 +31,7 @@ import hashlib
 import io
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import (
     IO,
@@ -466,11 +467,21 @@ def _writer(writeinto: object) -> Optional[Callable[[bytes], None]]:
     return write_all
 
 
+# An expected last subject sequence no subject reaches: a publish the stream refuses.
+_NEVER_SEQ = 2**63 - 1
+
+
 def _wait_ack(fut: Future[api.PubAck], timeout: float, what: str) -> None:
+    """Wait up to ``timeout`` for a chunk's ack; its own error, if it failed, as it is."""
     try:
         fut.result(timeout)
     except concurrent.futures.TimeoutError:
-        raise errors.TimeoutError(f"{what}: no ack within {timeout} s") from None
+        # concurrent.futures.TimeoutError is the builtin TimeoutError, which the package's
+        # TimeoutError subclasses: the future may have failed with a timeout of its own
+        # (say, the publisher expiring a late ack) that must keep its words.
+        if not fut.done():
+            raise errors.TimeoutError(f"{what}: no ack within {timeout} s") from None
+        fut.result(0)  # done: its own outcome (an error raises as it is)
 
 
 # --- the bucket --------------------------------------------------------------------------------
@@ -623,16 +634,100 @@ class ObjectStore:
                 options=options,
                 metadata=meta.metadata,
             )
-            self._publish_meta(info)
         except BaseException:
             self._discard(window, subject, wait)
             raise
+        self._store_info(info, subject, wait)
         if old is not None and not old.deleted and old.nuid and old.nuid != nuid:
             try:
                 self._purge(self._chunk_subject(old.nuid))
             except errors.NATSError as exc:  # the put stands: the old chunks are litter
                 self._js._core.report(exc)
         return info
+
+    def _store_info(self, info: ObjectInfo, chunks: str, wait: float) -> None:
+        """Publish the info of a put whose chunks (on ``chunks``) are all stored. Chunks
+        are purged only when no stored info can point to them: when the publish is
+        refused, or when its fate was unknown and the info the server holds is another.
+        When that cannot be learned within ``wait`` seconds, ObjectOutcomeUnknownError."""
+        try:
+            self._publish_meta(info)
+        except (errors.APIError, errors.NoRespondersError, errors.InvalidArgumentError):
+            self._purge_quietly(chunks)  # refused, or never sent: the old info stands
+            raise
+        except Exception as exc:
+            # Lost connection, timeout: the info may be stored and have replaced the old
+            # one already. Purging its chunks then would destroy the object: ask first.
+            try:
+                stored = self._stored_nuid(info.name, wait)
+            except errors.NATSError as why:
+                raise errors.ObjectOutcomeUnknownError(
+                    f"put of {self._where(info.name)}: the info (nuid {info.nuid}) was sent "
+                    f"but not acknowledged ({exc}), and the info the server holds could "
+                    f"not be read ({why}): get_info({info.name!r}).nuid == {info.nuid!r} "
+                    "tells whether the put stored it; nothing was purged"
+                ) from exc
+            if stored == info.nuid:
+                return  # the server stored it: the put succeeded, only the ack was lost
+            self._purge_quietly(chunks)
+            raise
+
+    def _stored_nuid(self, name: str, wait: float) -> Optional[str]:
+        """The nuid of the info the server holds for ``name`` (None: no info), asking
+        again while the connection is down or answers time out, for up to ``wait``
+        seconds; the last error once they are up."""
+        deadline = time.monotonic() + wait
+        nc = self._js.nc
+        fenced = False
+        while True:
+            try:
+                if not fenced:
+                    self._fence()
+                    fenced = True
+                msg = self._last_msg(self._meta_subject(name))
+            except (
+                errors.ConnectionLostError,
+                errors.TimeoutError,
+                errors.NoRespondersError,
+                errors.OutboundBufferLimitError,
+            ):
+                if time.monotonic() >= deadline:
+                    raise
+            else:
+                if msg is None:
+                    return None
+                stored = _parse_info(msg.data, self._where(name), msg.time)
+                return stored.nuid
+            # A pause, then wait (polling: the client has no event for it) until the
+            # connection is back.
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            while not nc.is_connected and not nc.is_closed and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if nc.is_closed:
+                raise errors.ConnectionClosedError("the client was closed")
+
+    def _fence(self) -> None:
+        """Return once the stream has handled what this client sent it before: a publish
+        it refuses (an expected last subject sequence no subject reaches). The stream
+        takes one client's publishes in order, so an info still on its way in (an ack
+        that timed out on a busy stream) is stored before the refusal comes back, and a
+        read after this cannot miss it (a direct get can overtake a queued publish). The
+        subject is a fresh chunk subject: were it ever stored, nothing points to it."""
+        subject = self._chunk_subject(_nuids.next())
+        try:
+            self._js.publish(subject, b"", expected_last_subject_seq=_NEVER_SEQ)
+        except errors.StreamWrongLastSequenceError:
+            return
+        raise errors.ObjectStoreError(
+            f"bucket {self._name!r}: the stream stored a message it should have refused "
+            f"(expected last subject sequence {_NEVER_SEQ} on {subject!r})"
+        )
+
+    def _purge_quietly(self, subject: str) -> None:
+        try:
+            self._purge(subject)
+        except errors.NATSError:
+            pass
 
     def _discard(self, window: Deque[Future[api.PubAck]], subject: str, wait: float) -> None:
         """A put failed: let its chunks in flight land, then remove them all (best effort:
@@ -642,10 +737,7 @@ class ObjectStore:
                 fut.result(wait)
             except BaseException:
                 pass
-        try:
-            self._purge(subject)
-        except errors.NATSError:
-            pass
+        self._purge_quietly(subject)
 
     # --- get ----------------------------------------------------------------------------------
 

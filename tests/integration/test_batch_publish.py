@@ -340,7 +340,7 @@ def test_a_commit_without_answer_says_the_outcome_is_unknown(js: JetStream) -> N
     try:
         batch = js.batch_publish(timeout=0.3, ack_first=False)
         batch.add(subj(name, "x"))
-        with pytest.raises(nats.TimeoutError, match="whether the batch was stored is unknown"):
+        with pytest.raises(nats.BatchOutcomeUnknownError, match="which is unknown"):
             batch.commit(subj(name, "x"))
         assert batch.closed
     finally:
@@ -404,3 +404,36 @@ def test_the_api_level_is_checked_before_sending(
         batch.commit()
     assert spy.sequences == ["1"] and not batch.closed  # the batch is still open
     assert batch.commit(subj(atomic, "x")).batch_size == 2
+
+
+# --- a commit whose answer never came (issue 35) ------------------------------------------
+
+
+@pytest.mark.parametrize("cut", [nats.ConnectionLostError, nats.TimeoutError])
+def test_a_commit_cut_before_its_ack_says_the_outcome_is_unknown(
+    nc: nats.Client, js: JetStream, atomic: str, cut: type
+) -> None:
+    """The server stored the batch; the client never saw the ack. A plain failure would
+    invite a second send (a double store): the error must say the outcome is unknown, and
+    how to check, and still be caught by handlers of the cut itself."""
+    real = nc.request
+
+    def request(subject: str, data: bytes = b"", timeout: float = 1.0, **kw: Any) -> Msg:
+        reply = real(subject, data, timeout, **kw)
+        headers: Optional[Dict[str, str]] = kw.get("headers")
+        if headers is not None and BATCH_COMMIT in headers:
+            raise cut("cut after the server answered")
+        return reply
+
+    nc.request = request  # type: ignore[method-assign]
+    batch = js.batch_publish()
+    batch.add(subj(atomic, "a"), b"1")
+    with pytest.raises(nats.BatchOutcomeUnknownError) as caught:
+        batch.commit(subj(atomic, "b"), b"2")
+    assert isinstance(caught.value, cut)
+    message = str(caught.value)
+    assert "unknown" in message and batch.id in message and "Nats-Batch-Id" in message
+    # and the check the message describes finds the batch stored whole
+    last = js.get_last_msg(atomic, subj(atomic, "b"))
+    assert last.headers is not None and last.headers[BATCH_ID] == batch.id
+    assert [m.data for m in stored(js, atomic)] == [b"1", b"2"]

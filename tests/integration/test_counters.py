@@ -188,3 +188,47 @@ def test_bad_subjects_and_a_low_api_level(js: JetStream, streams: Callable[..., 
         nats.ApiLevelError, match=r"counters \(ADR-49\) needs JetStream API level 2"
     ):
         js.counter(c.stream)
+
+
+def test_an_add_with_a_msg_id_is_counted_once(js: JetStream, streams: Callable[..., str]) -> None:
+    # A retry of an add whose outcome was unknown: the same msg_id again must not count twice.
+    c = js.counter(counter_stream(streams))
+    hits = f"{c.stream.lower()}.hits"
+    first = c.add(hits, 5, msg_id="add-1")
+    assert (first, first.duplicate) == (5, False)
+    assert c.add(hits, 2) == 7
+    again = c.add(hits, 5, msg_id="add-1")
+    assert (again, again.duplicate) == (5, True)  # the value the first add made
+    assert c.load(hits) == 7
+    assert c.add(hits, 1, msg_id="add-2") == 8
+
+
+def test_a_duplicate_add_whose_message_is_gone_says_the_current_value(
+    js: JetStream, streams: Callable[..., str]
+) -> None:
+    c = js.counter(counter_stream(streams, max_msgs_per_subject=1))
+    hits = f"{c.stream.lower()}.hits"
+    c.add(hits, 5, msg_id="add-1")
+    c.add(hits, 2)  # replaces the first add's message
+    again = c.add(hits, 5, msg_id="add-1")
+    assert (again, again.duplicate) == (7, True)
+    assert c.load(hits) == 7
+
+
+def test_a_msg_id_reused_for_another_subject_is_an_error(
+    js: JetStream, streams: Callable[..., str]
+) -> None:
+    c = js.counter(counter_stream(streams))
+    p = c.stream.lower()
+    c.add(f"{p}.a", 1, msg_id="same")
+    with pytest.raises(nats.CounterError, match=r"msg_id 'same' was already used by an add to"):
+        c.add(f"{p}.b", 1, msg_id="same")
+    with pytest.raises(nats.CounterNotFoundError):
+        c.load(f"{p}.b")
+
+
+@pytest.mark.parametrize("msg_id", ["", "a b", "tab\there", 7, b"id"], ids=repr)
+def test_a_msg_id_must_be_a_word(js: JetStream, streams: Callable[..., str], msg_id: Any) -> None:
+    c = js.counter(counter_stream(streams))
+    with pytest.raises(nats.InvalidArgumentError, match="msg_id must be a non-empty str"):
+        c.add(f"{c.stream.lower()}.x", 1, msg_id=msg_id)

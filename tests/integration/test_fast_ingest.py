@@ -5,7 +5,7 @@ modes, lost acks recovered by pings, and the refusals."""
 from __future__ import annotations
 
 import threading
-from typing import Iterator, List
+from typing import Any, Iterator, List
 
 import pytest
 from support import Errors
@@ -313,3 +313,31 @@ def test_without_error_cb_the_clients_hears_what_is_not_raised(
     ejs._core.callback(behind.set)  # runs after every callback queued before it
     assert behind.wait(5)
     assert errs.kinds() == [nats.FastIngestMessageError]  # still only the first
+
+
+def test_a_commit_whose_pubAck_is_lost_says_the_outcome_is_unknown(
+    js: JetStream, batched: str
+) -> None:
+    """The server stored the whole batch and ended it; its final PubAck never reached the
+    client (as when the connection drops after the commit went out). Asked again, the server
+    no longer knows the batch (10208): that is an unknown outcome, not a failure, since a
+    caller who sends again stores everything twice (issue 35)."""
+    pub = js.fast_publisher(ack_timeout=1.5)
+    for i in range(20):
+        pub.add(f"{batched.lower()}.x", str(i).encode())
+    real = pub._on_final
+    dropped: List[Any] = []
+
+    def lose_the_commit_pub_ack(reply: Any, subject: str) -> None:
+        if not dropped and pub._committing and isinstance(reply, nats.PubAck):
+            dropped.append(reply)
+            return
+        real(reply, subject)
+
+    pub._on_final = lose_the_commit_pub_ack  # type: ignore[method-assign]
+    with pytest.raises(nats.FastIngestOutcomeUnknownError) as caught:
+        pub.commit(f"{batched.lower()}.x", b"last")
+    assert dropped, "the commit's PubAck was never seen"
+    assert isinstance(caught.value, nats.FastIngestError)
+    assert "unknown" in str(caught.value) and pub.batch_id in str(caught.value)
+    assert len(stored(js, batched)) == 21

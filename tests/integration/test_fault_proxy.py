@@ -448,3 +448,41 @@ def test_a_queue_member_that_just_joined_counts_when_the_durables_maker_leaves(
         assert joined.next_msg(timeout=5).data == b"still served"
         joined.unsubscribe()
     js.delete_consumer(stream, "work")
+
+
+def test_an_object_put_whose_info_ack_is_cut_keeps_the_object_it_stored(
+    pnc: nats.Client, pjs: JetStream, js: JetStream, proxy: FaultProxy
+) -> None:
+    """Issue 35: the connection is cut (mid-frame, server -> client) right after the new
+    info went out, so the server stores it and its ack is lost. The put must learn which
+    info the server holds and never purge the chunks it points to: the replaced object is
+    readable whole, and no chunks are left orphaned."""
+    bucket = stream_name("OBJFAULT")
+    store = pjs.create_object_store(bucket)
+    try:
+        meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=100))
+        store.put("doc", b"o" * 250, meta=meta)
+        real = pjs.publish
+        cut: List[str] = []
+
+        def publish(subject: str, *args: Any, **kwargs: Any) -> Any:
+            if subject.startswith(f"$O.{bucket}.M.") and not cut:
+                cut.append(subject)
+                proxy.cut(after=7, direction=DOWN)  # the next frame down: the info's ack
+            return real(subject, *args, **kwargs)
+
+        pjs.publish = publish  # type: ignore[method-assign]
+        try:
+            new = store.put("doc", b"n" * 350, meta=meta)
+        except nats.ObjectOutcomeUnknownError:
+            pytest.fail("the info's fate should be readable once the client reconnected")
+        finally:
+            pjs.publish = real  # type: ignore[method-assign]
+        assert cut
+        other = js.object_store(bucket)
+        assert [i.nuid for i in other.list()] == [new.nuid]
+        assert other.get("doc").data == b"n" * 350
+        info = js.stream_info(f"OBJ_{bucket}", subjects_filter=f"$O.{bucket}.C.>")
+        assert dict(info.state.subjects or {}) == {f"$O.{bucket}.C.{new.nuid}": 4}
+    finally:
+        js.delete_object_store(bucket)

@@ -319,6 +319,148 @@ def test_a_failed_put_leaves_no_chunks_and_no_object(obs: nats.ObjectStore) -> N
     assert obs.get("kept").data == b"old"
 
 
+def lose_the_info_ack(
+    monkeypatch: pytest.MonkeyPatch, js: JetStream, bucket: str, *, stored: bool
+) -> List[str]:
+    """The info publish of a put into ``bucket`` raises ConnectionLostError, after the
+    server stored the info (``stored``) or without sending it; the subjects cut, listed."""
+    real = js.publish
+    cut: List[str] = []
+
+    def publish(subject: str, *args: Any, **kwargs: Any) -> Any:
+        if not subject.startswith(f"$O.{bucket}.M."):
+            return real(subject, *args, **kwargs)
+        cut.append(subject)
+        if stored:
+            real(subject, *args, **kwargs)
+        raise nats.ConnectionLostError("connection lost while waiting for the ack")
+
+    monkeypatch.setattr(js, "publish", publish)
+    return cut
+
+
+def test_a_put_whose_info_ack_was_lost_after_it_was_stored_succeeded(
+    obs: nats.ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The info reached the server and replaced the old one: its chunks must stay (the
+    # put used to purge them, leaving an info whose object get() could not read).
+    meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=10))
+    old = obs.put("doc", b"o" * 25, meta=meta)
+    cut = lose_the_info_ack(monkeypatch, obs._js, obs.bucket, stored=True)
+    new = obs.put("doc", b"n" * 35, meta=meta)
+    monkeypatch.undo()
+    assert cut  # the ack was lost indeed
+    assert new.nuid != old.nuid
+    assert [i.nuid for i in obs.list()] == [new.nuid]
+    assert obs.get("doc").data == b"n" * 35
+    # ...and the put finished its work: the old chunks are purged.
+    assert chunk_subjects(obs._js, obs.bucket) == {f"$O.{obs.bucket}.C.{new.nuid}": 4}
+
+
+def test_a_put_whose_info_never_reached_the_server_keeps_the_old_object(
+    obs: nats.ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=10))
+    old = obs.put("doc", b"o" * 25, meta=meta)
+    lose_the_info_ack(monkeypatch, obs._js, obs.bucket, stored=False)
+    with pytest.raises(nats.ConnectionLostError, match="connection lost") as caught:
+        obs.put("doc", b"n" * 35, meta=meta)
+    monkeypatch.undo()
+    assert not isinstance(caught.value, nats.ObjectOutcomeUnknownError)
+    assert [i.nuid for i in obs.list()] == [old.nuid]
+    assert obs.get("doc").data == b"o" * 25
+    # The new chunks, which no info points to, are purged.
+    assert chunk_subjects(obs._js, obs.bucket) == {f"$O.{obs.bucket}.C.{old.nuid}": 3}
+
+
+def test_an_info_still_on_its_way_in_when_its_ack_timed_out_is_not_destroyed(
+    obs: nats.ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A busy stream: the info's ack timed out with the info still queued at the server,
+    # where a direct get can overtake it. Modelled here by holding the info back until
+    # this connection publishes again (the stream takes one client's publishes in order);
+    # whatever the put did, the info lands in the end, and must find its chunks there.
+    meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=10))
+    obs.put("doc", b"o" * 25, meta=meta)
+    js = obs._js
+    real = js.publish
+    held: List[Callable[[], Any]] = []
+
+    def land() -> None:
+        while held:
+            held.pop()()
+
+    def publish(subject: str, *args: Any, **kwargs: Any) -> Any:
+        if subject.startswith(f"$O.{obs.bucket}.M.") and not held:
+            held.append(lambda: real(subject, *args, **kwargs))
+            raise nats.TimeoutError("no ack within 5.0 s (the stream is busy)")
+        land()  # what this connection sent before is handled first
+        return real(subject, *args, **kwargs)
+
+    monkeypatch.setattr(js, "publish", publish)
+    try:
+        obs.put("doc", b"n" * 35, meta=meta)
+    except nats.NATSError:
+        pass
+    land()  # at the latest now
+    monkeypatch.undo()
+    assert len(obs.list()) == 1
+    assert obs.get("doc").data == b"n" * 35
+
+
+def test_a_put_asks_again_when_its_first_look_at_the_info_is_cut(
+    obs: nats.ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=10))
+    obs.put("doc", b"o" * 25, meta=meta)
+    cut = lose_the_info_ack(monkeypatch, obs._js, obs.bucket, stored=True)
+    read = obs._last_msg
+    looks: List[str] = []
+
+    def cut_once(subject: str) -> Any:
+        if cut:
+            looks.append(subject)
+            if len(looks) == 1:
+                raise nats.ConnectionLostError("the connection dropped again")
+        return read(subject)
+
+    monkeypatch.setattr(obs, "_last_msg", cut_once)
+    new = obs.put("doc", b"n" * 35, meta=meta)
+    monkeypatch.undo()
+    assert len(looks) == 2
+    assert obs.get("doc").data == b"n" * 35
+    assert chunk_subjects(obs._js, obs.bucket) == {f"$O.{obs.bucket}.C.{new.nuid}": 4}
+
+
+def test_a_put_whose_info_fate_cannot_be_learned_says_so_and_purges_nothing(
+    nc: nats.Client, obs: nats.ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = nc.jetstream(timeout=0.5).object_store(obs.bucket)  # a short resolution budget
+    meta = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=10))
+    old = store.put("doc", b"o" * 25, meta=meta)
+    cut = lose_the_info_ack(monkeypatch, store._js, store.bucket, stored=True)
+    read = store._last_msg
+
+    def unanswered(subject: str) -> Any:
+        if not cut:  # the put's look at the old info, before the cut
+            return read(subject)
+        raise nats.TimeoutError(f"no answer for the last message on {subject}")
+
+    monkeypatch.setattr(store, "_last_msg", unanswered)
+    with pytest.raises(nats.ObjectOutcomeUnknownError, match=r"get_info\('doc'\)\.nuid") as caught:
+        store.put("doc", b"n" * 35, meta=meta)
+    monkeypatch.undo()
+    assert isinstance(caught.value, nats.ConnectionLostError)  # what cut it, for old handlers
+    assert isinstance(caught.value, nats.ObjectStoreError)
+    new_nuid = obs.get_info("doc").nuid
+    assert new_nuid != old.nuid  # the info was stored: the new object is whole
+    assert obs.get("doc").data == b"n" * 35
+    assert set(chunk_subjects(obs._js, obs.bucket)) == {
+        f"$O.{obs.bucket}.C.{old.nuid}",  # nothing purged: litter, not loss
+        f"$O.{obs.bucket}.C.{new_nuid}",
+    }
+
+
 # --- corruption --------------------------------------------------------------------------------
 
 
