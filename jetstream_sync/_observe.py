@@ -14,10 +14,7 @@ runtime dependencies.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .errors import NATSError
+from typing import Callable, Optional, Protocol, TypeVar
 
 __all__ = ["Observer", "observer"]
 
@@ -28,8 +25,9 @@ class Observer(Protocol):
     """What the core tells an installed observer. Every method may run on any thread and
     must not raise (what it raises is swallowed)."""
 
-    def reported(self, err: NATSError) -> None:
-        """An error was handed to error_cb (or logged, without one)."""
+    def reported(self, err: BaseException) -> None:
+        """An error was handed to error_cb (or logged, without one): a NATSError, or the
+        exception a message callback raised."""
         ...
 
     def dropped(self, subject: str) -> None:
@@ -50,7 +48,7 @@ observer: Optional[Observer] = None
 """The installed observer; None: nothing is observed."""
 
 
-def notify_reported(err: NATSError) -> None:
+def notify_reported(err: BaseException) -> None:
     """Tell the observer, if any, of a reported error; what it raises is swallowed (an
     observer's fault must not change what the client does)."""
     obs = observer

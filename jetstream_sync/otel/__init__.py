@@ -70,7 +70,7 @@ from opentelemetry.trace import SpanKind
 
 from .. import _observe
 from .._version import __version__
-from ..errors import NATSError, SlowConsumerError
+from ..errors import SlowConsumerError
 from ._patches import Patches
 from ._telemetry import SYSTEM, Telemetry
 
@@ -87,7 +87,7 @@ class _Observer:
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
 
-    def reported(self, err: NATSError) -> None:
+    def reported(self, err: BaseException) -> None:
         attrs = {"messaging.system": SYSTEM, "error.type": type(err).__name__}
         self._t.errors.add(1, attrs)
         if isinstance(err, SlowConsumerError):

@@ -128,7 +128,9 @@ def _refuse_durable_clash(
         if other == group:
             continue
         try:
-            theirs = StaticConsumerGroupConfig.from_json(kv.get(config_key(stream, other)).value)
+            theirs = StaticConsumerGroupConfig.from_json(
+                kv.get(config_key(stream, other)).value or b""
+            )
         except (errors.KeyNotFoundError, ConsumerGroupConfigError):
             continue  # gone meanwhile, or unreadable: it has no durables we can name
         clash = sorted(set(mine) & {static_consumer_name(other, m) for m in _member_names(theirs)})
@@ -148,7 +150,7 @@ def delete_static(js: JetStream, stream: str, group: str) -> None:
     kv = group_bucket(js, STATIC_BUCKET, "static", stream, group)
     entry = read_record(kv, stream, group, "static")
     try:
-        config = StaticConsumerGroupConfig.from_json(entry.value)
+        config = StaticConsumerGroupConfig.from_json(entry.value or b"")
         names = _member_names(config)
     except ConsumerGroupConfigError:
         names = []  # an unreadable record: nothing tells whose consumers are the group's
