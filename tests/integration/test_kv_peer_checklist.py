@@ -149,13 +149,16 @@ def test_republish_headers_only(js: JetStream, nc: nats.Client, bucket: str) -> 
 # --- test_keys_with_filters ----------------------------------------------------------------------
 
 
-def test_keys_filters_are_key_patterns_not_substrings(kv: KeyValue) -> None:
+def test_keys_filters_are_substrings_as_in_natspy(kv: KeyValue) -> None:
     """nats-py 2.16 keeps a key if any filter is a substring of it ("greet" lists
-    "greeting"); ours, like nats.go, takes filters as key patterns."""
+    "greeting"); so do we since issue 37 (ported code must not get fewer keys silently). A
+    filter with a wildcard is a key pattern, as in nats.go, and a malformed one is refused."""
     kv.put("hello", b"world")
     kv.put("greeting", b"hi")
+    kv.put("other", b"x")
     assert sorted(kv.keys(filters=["hello", "greeting"])) == ["greeting", "hello"]
-    assert kv.keys(filters=["hello", "greet"]) == ["hello"]
+    assert sorted(kv.keys(filters=["hello", "greet"])) == ["greeting", "hello"]
+    assert sorted(kv.keys(filters=[">"])) == ["greeting", "hello", "other"]
     with pytest.raises(nats.InvalidKeyError):
         kv.keys(filters=["greet*"])
 
