@@ -1,8 +1,8 @@
 """Spark tasks as members of an elastic partitioned consumer group (examples/pcgroups_spark.py's
-pattern): each task joins as the member named for its partition, handles its partitions until
-drained and leaves. One task's first attempt fails with a message in hand; Spark runs it again,
-the retry joins as the same member and takes the message over. Every key's messages are acked
-in order, each once, none lost."""
+pattern): each task is the member named for its partition and runs ``pcgroups.consume_backlog``,
+which handles its partitions until drained and leaves nothing behind. One task's first attempt
+fails with a message in hand; Spark runs it again, the retry joins as the same member and takes
+the message over. Every key's messages are acked in order, each once, none lost."""
 
 from __future__ import annotations
 
@@ -25,53 +25,37 @@ def _member_job(url: str, stream: str, group: str, records: str) -> Callable[...
     cloudpickle sends it by value (this test module is not importable in the workers)."""
 
     def run_member(member: str, attempt: int) -> int:
-        import time
-
         from jetstream_sync.jetstream.api import ConsumerConfig
 
-        handled = 0
-        failed = []
         nc = nats.connect(url, name=f"pcg-spark-{member}")
         try:
             js = nc.jetstream()
+            acked = 0
 
             def handle(msg: nats.Msg) -> None:
-                nonlocal handled
-                if member == FAILING and attempt == 0 and handled == 1:
-                    failed.append(msg.data)  # the task "fails" with this one in hand
-                    return
+                nonlocal acked
+                if member == FAILING and attempt == 0 and acked == 1:
+                    # The task fails with this one in hand: consume_backlog deletes the
+                    # member's consumer and raises this, and Spark runs the task again.
+                    raise RuntimeError(f"{member}: the first attempt fails (on purpose)")
                 msg.ack_sync()
                 # Recorded once acked: what the group guarantees is about acked messages.
                 js.publish(
                     f"{records}.{member}", b"%s %s %d" % (msg.subject.encode(), msg.data, attempt)
                 )
-                handled += 1
+                acked += 1
 
             config = ConsumerConfig(ack_wait=ACK_WAIT, max_ack_pending=1)
-            cc = pcgroups.elastic_consume(js, stream, group, member, handle, config)
+            result = pcgroups.consume_backlog(js, stream, group, member, handle, config, timeout=60)
+            # It leaves nothing behind: the member's consumer is gone.
             try:
-                deadline = time.monotonic() + 30
-                while not failed:
-                    if cc.done:
-                        raise RuntimeError(f"{member} ended: {cc.error}")
-                    try:
-                        info = js.consumer_info(f"{stream}-{group}", member)
-                        if info.num_pending == 0 and info.num_ack_pending == 0:
-                            break
-                    except nats.NotFoundError:
-                        pass
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"{member} was not drained")
-                    time.sleep(0.05)
-            finally:
-                cc.stop()
-                cc.wait(10)
-            if failed:
-                raise RuntimeError(f"{member}: the first attempt fails (on purpose)")
-            js.delete_consumer(f"{stream}-{group}", member)  # drained: leave
+                js.consumer_info(f"{stream}-{group}", member)
+                raise AssertionError(f"{member}'s consumer was left behind")
+            except nats.NotFoundError:
+                pass
         finally:
             nc.close()
-        return handled
+        return result.handled
 
     def job(batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
