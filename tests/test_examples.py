@@ -25,6 +25,12 @@ EXPECTED = {
         "checkout [INTERNAL]\n  publish orders.new [PRODUCER]\n    process orders.new [CONSUMER]"
         "\n      ack orders.new [CLIENT]",
     ],
+    "otel_pipeline.py": [
+        "shipped: ORDER 1",
+        "checkout [INTERNAL]\n  publish orders.order [PRODUCER]"
+        "\n    process orders.order [CONSUMER]\n      publish packed.order [PRODUCER]"
+        "\n        receive shipped.order [CONSUMER]",
+    ],
     "micro_service.py": [
         "add       -> 42",
         "error     -> 400: want a JSON list",
@@ -143,7 +149,7 @@ EXPECTED = {
 
 
 # Examples that need pyspark, which the test extra installs on Python 3.10 and later only.
-NEEDS_SPARK = {"spark_pipeline.py", "pcgroups_spark.py"}
+NEEDS_SPARK = {"spark_pipeline.py", "pcgroups_spark.py", "otel_pipeline.py"}
 needs_spark = pytest.mark.skipif(
     importlib.util.find_spec("pyspark") is None,
     reason="pyspark is not installed (pyspark 4.2 needs Python 3.10)",
