@@ -71,6 +71,11 @@ class CounterValue(int):
     def __repr__(self) -> str:
         return f"CounterValue({int(self)}, duplicate={self.duplicate})"
 
+    def __str__(self) -> str:
+        # str() and f-strings print the number, as they did when add returned a plain int
+        # (int's str falls back to repr, which says more above).
+        return int.__repr__(self)
+
 
 class Counter:
     """The counters of one stream; made by ``js.counter(stream)``. Thread-safe (it holds

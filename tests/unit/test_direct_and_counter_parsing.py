@@ -90,3 +90,12 @@ def test_a_sources_header_that_is_not_a_breakdown(sources: str) -> None:
 def test_an_increment_that_is_not_an_integer() -> None:
     with pytest.raises(nats.CounterBrokenError, match="increment"):
         _stored(b'{"val":"1"}', incr="one")
+
+
+def test_counter_value_prints_as_its_number() -> None:
+    """add() returned a plain int before msg_id came: printing it must not change."""
+    from jetstream_sync.jetstream.counter import CounterValue
+
+    v = CounterValue(3, duplicate=True)
+    assert (str(v), f"{v}", f"{v:>3}", v + 1) == ("3", "3", "  3", 4)
+    assert repr(v) == "CounterValue(3, duplicate=True)"
