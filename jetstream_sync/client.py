@@ -554,14 +554,17 @@ class Client(NatsPyPrivateNames):
 
     @property
     def is_connected(self) -> bool:
+        """True while connected to a server."""
         return self._link.state is CONNECTED
 
     @property
     def is_reconnecting(self) -> bool:
+        """True while the connection is lost and the client tries to reconnect."""
         return self._link.state is RECONNECTING
 
     @property
     def is_closed(self) -> bool:
+        """True once the client is closed or closing."""
         return self._link.state is CLOSED or self._link.closing
 
     @property
@@ -580,10 +583,12 @@ class Client(NatsPyPrivateNames):
 
     @property
     def server_info(self) -> Dict[str, Any]:
+        """A copy of the INFO the server last sent (empty before the first connection)."""
         return dict(self._network.server_info)
 
     @property
     def max_payload(self) -> int:
+        """The largest payload the server accepts, in bytes (from its INFO; 1 MiB until then)."""
         return self._outbox.max_payload
 
     @property
