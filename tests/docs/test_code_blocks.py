@@ -73,7 +73,7 @@ def blocks_of(path: Path) -> List[Block]:
             i += 1
         i += 1  # the closing fence
         if lang in ("py", "python3", "pycon", "ipython", "ipython3"):
-            raise AssertionError(f"{rel}:{start + 1}: write ```python (found ```{lang}), so it runs")
+            raise AssertionError(f"{rel}:{start + 1}: write ```python, not ```{lang}, so it runs")
         if lang != "python":
             continue
         prev = start - 1
@@ -144,9 +144,10 @@ def test_page_blocks_run(page: str, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("NATS_URL", None)
     with NATSServer(jetstream=True) as srv:
+        argv = [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "blocks.json"), srv.url]
         try:
             done = subprocess.run(
-                [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "blocks.json"), srv.url],
+                argv,
                 cwd=work,
                 env=env,
                 capture_output=True,
