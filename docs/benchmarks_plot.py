@@ -16,14 +16,14 @@ from typing import Dict, List, Optional, Tuple
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 PAGE = Path(sys.argv[0]).resolve().with_name("benchmarks.md")
 GOAL = 0.8  # issue 21's goal: at least 0.8 of the raw loop
 
 
 def table(header_start: str) -> List[Dict[str, str]]:
-    """The rows of the first Markdown table of the page whose header starts with ``header_start``."""
+    """The rows of the page's first Markdown table whose header starts with ``header_start``."""
     lines = PAGE.read_text(encoding="utf-8").splitlines()
     for i, line in enumerate(lines):
         if line.startswith(header_start):
@@ -39,13 +39,13 @@ def table(header_start: str) -> List[Dict[str, str]]:
 
 
 def number(cell: str) -> Optional[float]:
-    """The first number of a cell ("214,308", "**0.87**", "0.66 – 2.72"), or None ("—", "n/a")."""
+    """The first number of a cell ("214,308", "**0.87**", a range), or None ("n/a", a dash)."""
     m = re.search(r"\d[\d,]*(?:\.\d+)?", cell)
     return float(m.group(0).replace(",", "")) if m else None
 
 
 def span(cell: str) -> Optional[Tuple[float, float]]:
-    """A range "0.66 – 2.72" as (low, high); one number as (x, x); None when there is none."""
+    """A range such as "0.66 to 2.72" as (low, high); one number as (x, x); None for none."""
     found = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", cell)]
     if not found:
         return None
