@@ -76,7 +76,7 @@ def _js(options: Dict[str, Any]) -> Any:
 
 
 class JetStreamDataSource(DataSource):
-    """``format("jetstream")``. Options: see the module and README."""
+    """``format("jetstream")``. Options: see the module and docs/guides/spark.md."""
 
     # register() may set a default partition count (the session's default parallelism)
     # on a subclass; the class travels to the workers by value.
