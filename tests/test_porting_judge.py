@@ -95,7 +95,10 @@ def judge(program: str, extra: dict[str, Any] | None = None) -> tuple[list[str],
 
 def test_port_rule_itself() -> None:
     src = "import nats\nasync def main():\n    nc = await nats.connect(URL)\nasyncio.run(main())\n"
-    assert port(src) == "import jetstream_sync as nats\ndef main():\n    nc = nats.connect(URL)\nmain()\n"
+    assert (
+        port(src)
+        == "import jetstream_sync as nats\ndef main():\n    nc = nats.connect(URL)\nmain()\n"
+    )
 
 
 def test_empty_queue_name_means_no_queue_group() -> None:
