@@ -717,3 +717,166 @@ def test_streams_info_int_first_argument_is_offset() -> None:
         """
     )
     assert got == want
+
+
+def _mask_js(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        line = re.sub(r"\$JS\.ACK\.[^'\s,)]+", "$JS.ACK.X", line)
+        line = re.sub(r"timestamp=[^,)]+(\))?", "timestamp=T", line)
+        line = re.sub(r"_sid=\d+", "_sid=N", line)
+        out.append(line)
+    return out
+
+
+def test_natspy_readme_style_jetstream_program() -> None:
+    """nats-py's README JetStream walk-through: print(ack), print(msg), positional durable
+    and deliver group, fetch(1) without a timeout, a KV entry printed."""
+    src = """
+    import asyncio
+    import nats
+    from nats.errors import TimeoutError
+
+    async def main():
+        nc = await nats.connect(URL)
+        js = nc.jetstream()
+        await js.add_stream(name="sample-stream", subjects=["foo"])
+        for i in range(0, 3):
+            ack = await js.publish("foo", f"hello world: {i}".encode())
+            print(ack)
+        psub = await js.pull_subscribe("foo", "psub")
+        for i in range(0, 3):
+            msgs = await psub.fetch(1)
+            for msg in msgs:
+                await msg.ack()
+                print(msg)
+        sub = await js.subscribe("foo")
+        msg = await sub.next_msg()
+        await msg.ack()
+        print(msg.data, msg.metadata.sequence.stream, msg.metadata.num_pending)
+        got = []
+
+        async def qsub_a(msg):
+            got.append(msg.data)
+            await msg.ack()
+
+        qs = await js.subscribe("foo", "workers", cb=qsub_a)
+        while len(got) < 3:
+            await nc.flush()
+        print(sorted(got))
+        await qs.unsubscribe()
+        kv = await js.create_key_value(bucket="MY_KV")
+        await kv.put("hello", b"world")
+        entry = await kv.get("hello")
+        print(f"KeyValue.Entry: key={entry.key}, value={entry.value}")
+        try:
+            await nc.request("help", b"help me", timeout=0.5)
+        except TimeoutError:
+            print("Request timed out")
+        except nats.errors.NoRespondersError:
+            print("no responders")
+        await nc.close()
+
+    asyncio.run(main())
+    """
+    want, werr = _run(textwrap.dedent(src))
+    assert werr is None, werr
+    got, gerr = _run(port(textwrap.dedent(src)))
+    assert gerr is None, (gerr, got)
+    assert _mask_js(got) == _mask_js(want)
+
+
+def test_natspy_readme_style_core_program() -> None:
+    """nats-py's README core walk-through: `async for msg in sub.messages`, a positional
+    queue group, a request answered by publish(msg.reply), drain."""
+    want, got = judge(
+        """
+        import asyncio
+        import nats
+        from nats.errors import ConnectionClosedError, TimeoutError, NoServersError
+
+        async def main():
+            nc = await nats.connect(URL)
+            sub = await nc.subscribe("foo")
+            await nc.publish("foo", b"Hello")
+            await nc.publish("foo", b"World")
+            await nc.publish("foo", b"!!!!!")
+            n = 0
+            async for msg in sub.messages:
+                print(f"Received a message on '{msg.subject} {msg.reply}': {msg.data.decode()}")
+                n += 1
+                if n == 3:
+                    await sub.unsubscribe()
+
+            async def help_request(msg):
+                await nc.publish(msg.reply, b"I can help")
+
+            await nc.subscribe("help", "workers", help_request)
+            response = await nc.request("help", b"help me", timeout=0.5)
+            print("Received response: {message}".format(message=response.data.decode()))
+            await nc.drain()
+            print(nc.is_closed)
+
+        asyncio.run(main())
+        """
+    )
+    assert got == want
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 37 counts how things print; the porting table lists no print difference, "
+    "yet msg.metadata.sequence prints 'SequencePair(consumer=1, stream=1)' here and "
+    "'Msg.Metadata.SequencePair(consumer=1, stream=1)' on nats-py; msg.metadata prints "
+    "'MsgMetadata(..., num_delivered=1, num_pending=0, timestamp=NanoDatetime(...))' here, "
+    "'Msg.Metadata(..., num_pending=0, num_delivered=1, timestamp=datetime.datetime(...))' there",
+)
+def test_print_metadata_like_nats_py() -> None:
+    want, got = judge(
+        """
+        import asyncio
+        import re
+        import nats
+
+        async def main():
+            nc = await nats.connect(URL)
+            js = nc.jetstream()
+            await js.add_stream(name="S", subjects=["s"])
+            await js.publish("s", b"x")
+            msg = (await (await js.pull_subscribe("s", "d")).fetch(1))[0]
+            print(msg.metadata.sequence)
+            print(re.sub(r"timestamp=.*?\\), stream", "timestamp=T, stream", repr(msg.metadata)))
+            await nc.close()
+
+        asyncio.run(main())
+        """
+    )
+    assert got == want
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 37 counts how things print; the porting table lists none, yet print(await "
+    "js.stream_info(...)) differs: here the enums print as <RetentionPolicy.LIMITS: 'limits'> "
+    "and fields unset on the server (description=None, ...) are left out; nats-py prints "
+    "retention='limits' and every field",
+)
+def test_print_stream_info_like_nats_py() -> None:
+    want, got = judge(
+        """
+        import asyncio
+        import re
+        import nats
+
+        async def main():
+            nc = await nats.connect(URL)
+            js = nc.jetstream()
+            await js.add_stream(name="S", subjects=["s"])
+            info = await js.stream_info("S")
+            print(re.sub(r"created=[^,]+,", "", repr(info.config)))
+            await nc.close()
+
+        asyncio.run(main())
+        """
+    )
+    assert got == want

@@ -1234,3 +1234,47 @@ def test_atomic_batch_messages_are_producer_spans(tel: Tel, nc: nats.Client) -> 
     (c_b,) = tel.wait_kind(SpanKind.CONSUMER, f"{base}.b")
     assert c_b.parent is not None and c_b.parent.span_id == p_b.context.span_id
     tel.all_ended()
+
+
+def _series(tel: Tel, name: str) -> set[tuple[tuple[str, Any], ...]]:
+    return {tuple(sorted((p.attributes or {}).items())) for p in tel.metric(name)}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="README: 'Metrics follow the semantic conventions'; semconv puts "
+    "messaging.destination.name on a metric only 'if and only if [it] is known to have low "
+    "cardinality', yet every Key-Value key becomes its own time series ($KV.<bucket>.<key> "
+    "in messaging.client.sent.messages and operation.duration): 20 keys, 20+ series",
+)
+def test_metric_series_do_not_grow_with_kv_keys(tel: Tel, nc: nats.Client) -> None:
+    kv = nc.jetstream().create_key_value(bucket=f"card{uid()}")
+    for i in range(20):
+        kv.put(f"user.{i}", b"v")
+    wait_for(
+        lambda: tel.total("messaging.client.sent.messages") >= 20, 10, "20 sent messages counted"
+    )
+    assert len(_series(tel, "messaging.client.sent.messages")) < 10
+    assert len(_series(tel, "messaging.client.operation.duration")) < 10
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="README: 'Metrics follow the semantic conventions' (low-cardinality "
+    "messaging.destination.name on metrics); each ordered consumer's random name lands in "
+    "operation.duration's destination ($JS.API.CONSUMER.CREATE.<stream>.<random>): one new "
+    "series per ordered consumer / KV watch / Object Store get",
+)
+def test_metric_series_do_not_grow_with_ordered_consumers(tel: Tel, nc: nats.Client) -> None:
+    js = nc.jetstream()
+    name = f"OC{uid()}"
+    subj = f"{name.lower()}.x"
+    js.add_stream(name=name, subjects=[subj])
+    js.publish(subj, b"x")
+    before = len(_series(tel, "messaging.client.operation.duration"))
+    for _ in range(10):
+        oc = js.ordered_consumer(name)
+        for _m in oc.messages():
+            break
+    after = len(_series(tel, "messaging.client.operation.duration"))
+    assert after - before < 5, after - before
