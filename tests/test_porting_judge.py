@@ -880,3 +880,105 @@ def test_print_stream_info_like_nats_py() -> None:
         """
     )
     assert got == want
+
+
+def test_client_class_then_connect_method() -> None:
+    """nats-py's examples: `nc = NATS(); await nc.connect(servers=[...])` (the table: Client
+    is Client, connect a method of it). The README names no module for nats.aio.client, so
+    the port imports Client from jetstream_sync."""
+    src = textwrap.dedent(
+        """
+        import asyncio
+        from nats.aio.client import Client as NATS
+
+        async def main():
+            nc = NATS()
+            await nc.connect(servers=[URL])
+            print(nc.is_connected)
+            sub = await nc.subscribe("x")
+            await nc.publish("x", b"1")
+            print((await sub.next_msg(timeout=2)).data)
+            await nc.close()
+            print(nc.is_closed)
+
+        asyncio.run(main())
+        """
+    )
+    want, werr = _run(src)
+    assert werr is None
+    ported = port(src).replace(
+        "from nats.aio.client import Client as NATS", "from jetstream_sync import Client as NATS"
+    )
+    got, gerr = _run(ported)
+    assert gerr is None, gerr
+    assert got == want == ["True", "b'1'", "True"]
+
+
+def test_error_types_match_nats_py() -> None:
+    want, got = judge(
+        """
+        import asyncio
+        import nats
+        from nats.errors import TimeoutError, NoRespondersError
+        from nats.js.errors import NotFoundError, KeyNotFoundError, NoKeysError
+
+        async def main():
+            nc = await nats.connect(URL)
+            await nc.subscribe("quiet")
+            s = await nc.subscribe("silent")
+            js = nc.jetstream()
+            kv = await js.create_key_value(bucket="b")
+            for call, exc in [
+                (lambda: nc.request("nobody", b"", timeout=0.5), NoRespondersError),
+                (lambda: nc.request("quiet", b"", timeout=0.2), TimeoutError),
+                (lambda: s.next_msg(timeout=0.1), TimeoutError),
+                (lambda: js.stream_info("NOPE"), NotFoundError),
+                (lambda: kv.get("missing"), KeyNotFoundError),
+                (lambda: kv.keys(), NoKeysError),
+            ]:
+                try:
+                    await call()
+                    print("no error")
+                except exc:
+                    print("caught", exc.__name__)
+            await nc.close()
+
+        asyncio.run(main())
+        """
+    )
+    assert got == want
+    assert len(want) == 6 and all(line.startswith("caught") for line in want)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the porting table lists different error texts only for Key-Value, permissions and "
+    "stream/consumer names; the core errors' texts differ too: print(e) of a request with no "
+    "responders is 'nats: no responders available for request' on nats-py, \"no responders "
+    "are listening on 'nobody'\" here; a request timeout 'nats: timeout' vs \"request on "
+    "'quiet': no reply within 0.2 s\"",
+)
+def test_core_error_texts_like_nats_py() -> None:
+    want, got = judge(
+        """
+        import asyncio
+        import nats
+        from nats.errors import TimeoutError, NoRespondersError
+
+        async def main():
+            nc = await nats.connect(URL)
+            await nc.subscribe("quiet")
+            try:
+                await nc.request("nobody", b"", timeout=0.5)
+            except NoRespondersError as e:
+                print(e)
+            try:
+                await nc.request("quiet", b"", timeout=0.2)
+            except TimeoutError as e:
+                print(e)
+            await nc.close()
+
+        asyncio.run(main())
+        """
+    )
+    assert got == want

@@ -1278,3 +1278,65 @@ def test_metric_series_do_not_grow_with_ordered_consumers(tel: Tel, nc: nats.Cli
             break
     after = len(_series(tel, "messaging.client.operation.duration"))
     assert after - before < 5, after - before
+
+
+def test_publish_inside_callback_is_child_of_its_consumer_span(tel: Tel, nc: nats.Client) -> None:
+    """The README's tree: the worker publishes on, inside its CONSUMER span."""
+    first, second = f"orders.{uid()}", f"packed.{uid()}"
+    out = nc.subscribe(second)
+
+    def worker(m: nats.Msg) -> None:
+        nc.publish(second, m.data)
+
+    nc.subscribe(first, cb=worker)
+    nc.flush(5)
+    with tel.tracer().start_as_current_span("checkout") as root:
+        nc.publish(first, b"order")
+    assert out.next_msg(timeout=5).data == b"order"
+    (p1,) = tel.wait_kind(SpanKind.PRODUCER, first)
+    (c1,) = tel.wait_kind(SpanKind.CONSUMER, first)
+    (p2,) = tel.wait_kind(SpanKind.PRODUCER, second)
+    (c2,) = tel.wait_kind(SpanKind.CONSUMER, second)
+    assert p2.parent is not None and p2.parent.span_id == c1.context.span_id
+    assert c2.parent is not None and c2.parent.span_id == p2.context.span_id
+    assert {s.context.trace_id for s in (p1, c1, p2, c2)} == {root.get_span_context().trace_id}
+    tel.all_ended()
+
+
+def test_uninstrument_while_callback_runs_span_still_ends(tel: Tel, nc: nats.Client) -> None:
+    subj = f"un.{uid()}"
+    inside = threading.Event()
+    release = threading.Event()
+    done = threading.Event()
+
+    def cb(m: nats.Msg) -> None:
+        inside.set()
+        release.wait(10)
+        done.set()
+
+    nc.subscribe(subj, cb=cb)
+    nc.publish(subj, b"x")
+    assert inside.wait(10)
+    tel.instrumentor.uninstrument()
+    release.set()
+    assert done.wait(10)
+    tel.wait_kind(SpanKind.CONSUMER, subj)
+    tel.all_ended()
+
+
+def test_garbage_traceparent_received_is_harmless(srv: NATSServer, tel: Tel) -> None:
+    """A peer's malformed traceparent: the message is delivered, the span is a new root."""
+    subj = f"garbage.{uid()}"
+    with nats.connect(srv.url) as c:
+        sub = c.subscribe(subj)
+        c.flush(5)
+        tel.instrumentor.uninstrument()
+        with nats.connect(srv.url) as raw:
+            raw.publish(subj, b"x", headers={"traceparent": "not-a-trace-parent"})
+            raw.flush(5)
+        tel.instrumentor.instrument(tracer_provider=tel.tp)
+        m = sub.next_msg(timeout=5)
+        assert m.headers is not None and m.headers["traceparent"] == "not-a-trace-parent"
+    (cons,) = tel.wait_kind(SpanKind.CONSUMER, subj)
+    assert cons.parent is None
+    tel.all_ended()
