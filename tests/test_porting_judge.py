@@ -982,3 +982,69 @@ def test_core_error_texts_like_nats_py() -> None:
         """
     )
     assert got == want
+
+
+def test_js_publish_no_stream_same_error_type() -> None:
+    """Table: nats-py raises at the first 503, here after retries: the same type either way."""
+    want, got = judge(
+        """
+        import asyncio
+        import nats
+        from nats.js.errors import NoStreamResponseError
+
+        async def main():
+            nc = await nats.connect(URL)
+            js = nc.jetstream()
+            try:
+                await js.publish("nostream", b"x")
+            except NoStreamResponseError as e:
+                print("caught", type(e).__name__)
+            await nc.close()
+
+        asyncio.run(main())
+        """
+    )
+    assert got == want == ["caught NoStreamResponseError"]
+
+
+def test_kv_per_key_ttl_difference_is_loud() -> None:
+    """Deliberate difference: per-key TTLs need limit_marker_ttl (nats-py enables msg TTLs on
+    every bucket). A nats-py program using create(msg_ttl=) must fail loudly, not store a key
+    that never expires."""
+    src = textwrap.dedent(
+        """
+        import asyncio
+        import nats
+
+        async def main():
+            nc = await nats.connect(URL)
+            js = nc.jetstream()
+            kv = await js.create_key_value(bucket="b")
+            try:
+                await kv.create("k", b"v", msg_ttl=5)
+                print("stored")
+            finally:
+                await nc.close()
+
+        asyncio.run(main())
+        """
+    )
+    want, werr = _run(src)
+    assert werr is None and want == ["stored"]
+    got, gerr = _run(port(src))
+    assert got == [] and isinstance(gerr, jss.NATSError), (got, gerr)
+    assert "ttl" in str(gerr).lower()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="README contradicts itself: the Key-Value section says '`keys(filters)` takes key "
+    "patterns (ADR-8), not nats-py's substrings'; the porting table (and the client) say a "
+    "filter without wildcards lists the keys containing it, as nats-py",
+)
+def test_kv_section_claim_filters_are_patterns_not_substrings() -> None:
+    with NATSServer(jetstream=True) as srv, jss.connect(srv.url) as nc:
+        kv = nc.jetstream().create_key_value(bucket="k")
+        for key in ["app", "apple", "x.app"]:
+            kv.put(key, b"v")
+        assert kv.keys(filters=["app"]) == ["app"]
