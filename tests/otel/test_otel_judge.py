@@ -1340,3 +1340,61 @@ def test_garbage_traceparent_received_is_harmless(srv: NATSServer, tel: Tel) -> 
     (cons,) = tel.wait_kind(SpanKind.CONSUMER, subj)
     assert cons.parent is None
     tel.all_ended()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a JVM and a Python worker on a shared 2-core machine: ~2 min
+def test_spark_pipeline_carries_the_trace(srv: NATSServer, tel: Tel, nc: nats.Client) -> None:
+    """README: the source's headers column carries each row's traceparent and the sink writes
+    it back, so one trace runs from the publisher, through the job, to the consumer."""
+    pytest.importorskip("pyspark")
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import jetstream_sync.spark
+
+    js = nc.jetstream()
+    src, dst = f"SRC{uid()}", f"DST{uid()}"
+    js.add_stream(name=src, subjects=[f"{src.lower()}.>"])
+    js.add_stream(name=dst, subjects=[f"{dst.lower()}.>"])
+    with tel.tracer().start_as_current_span("checkout") as root:
+        js.publish(f"{src.lower()}.order", b"o1")
+    (prod,) = tel.wait_kind(SpanKind.PRODUCER, f"{src.lower()}.order")
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("otel-judge")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    try:
+        jetstream_sync.spark.register(spark)
+        df = (
+            spark.read.format("jetstream")
+            .option("servers", srv.url)
+            .option("stream", src)
+            .option("partitions", "1")
+            .load()
+        )
+        out = df.select(
+            F.concat(F.lit(f"{dst.lower()}."), F.substring_index("subject", ".", -1)).alias(
+                "subject"
+            ),
+            "data",
+            "headers",
+        )
+        out.write.format("jetstream").option("servers", srv.url).mode("append").save()
+    finally:
+        spark.stop()
+    m = js.pull_subscribe(f"{dst.lower()}.order", durable="downstream").fetch(1, timeout=10)[0]
+    assert m.data == b"o1"
+    assert m.headers is not None and "traceparent" in m.headers
+    (cons,) = tel.wait_kind(SpanKind.CONSUMER, f"{dst.lower()}.order")
+    assert cons.context.trace_id == root.get_span_context().trace_id
+    assert cons.parent is not None and cons.parent.span_id == prod.context.span_id
+    tel.all_ended()
