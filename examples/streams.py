@@ -40,7 +40,7 @@ def main() -> None:
         js.update_stream(cfg, max_msgs=1000, description="capped")
         print(f"updated: max_msgs={js.stream_info('ORDERS').config.max_msgs}")
         print(f"streams capturing orders.us: {js.stream_names(subject='orders.us')}")
-        print(f"purged {js.purge_stream('ORDERS', subject='orders.us')} from orders.us")
+        print(f"purged {js.purge_stream_count('ORDERS', subject='orders.us')} from orders.us")
 
         try:
             js.stream_info("MISSING")

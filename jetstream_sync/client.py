@@ -14,6 +14,7 @@
 * ``_callbacks.py``: the **callback thread** (error_cb, disconnected_cb, reconnected_cb,
   closed_cb, in order) and the internal reconnect and close hooks.
 * ``_timers.py``: the **timer thread** (pings, and JetStream's watchdogs and expiries).
+* ``_teardown.py``: how a client ends (close, the network giving up, a fork's child).
 * ``_link.py``: what all of them share: the state, the live socket, the locks and their
   order. ``_seam.py``: the one interface JetStream and Spark use of all this.
 
@@ -24,11 +25,9 @@ subscription.py).
 from __future__ import annotations
 
 import logging
-import os
 import ssl
 import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _options, errors
@@ -36,7 +35,7 @@ from . import _protocol as proto
 from ._auth import JWTCallback, PathOrSeed, SignatureCallback
 from ._callbacks import Callbacks, Hooks
 from ._conn import Conn, Waiter
-from ._link import CLOSED, CONNECTED, FORKED, NEW, RECONNECTING, Link
+from ._link import CLOSED, CONNECTED, NEW, RECONNECTING, Link
 from ._natspy_names import NatsPyPrivateNames
 from ._network import Network
 from ._nuid import NUID
@@ -46,6 +45,7 @@ from ._reader import Reader
 from ._requests import DEFAULT_PENDING_BYTES, DEFAULT_PENDING_MSGS, RequestMux
 from ._servers import PoolServer, ReconnectHandler, ServerURL, ServerVersion, parse_url
 from ._subs import SubscriptionTable
+from ._teardown import Teardown, live_clients
 from ._timeouts import Deadline, check_timeout
 from ._timers import Timers
 from .msg import HeadersLike, Msg
@@ -84,21 +84,7 @@ def _payload(data: Any, payload: Any) -> Any:
     return payload
 
 
-# --- fork safety ---------------------------------------------------------------------
-
-_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for client in list(_live_clients):
-        client._mark_forked()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class Client(NatsPyPrivateNames):
+class Client(Teardown, NatsPyPrivateNames):
     """A connection to NATS. Use :func:`connect` to make one."""
 
     # nats-py's status numbers (its ``Client.CONNECTED`` ...), for code that names them.
@@ -230,7 +216,7 @@ class Client(NatsPyPrivateNames):
             net.start_reconnecting(unreachable)
         for t in self._threads:
             t.start()
-        _live_clients.add(self)
+        live_clients.add(self)
         return self
 
     # --- publishing ---------------------------------------------------------------------
@@ -291,13 +277,15 @@ class Client(NatsPyPrivateNames):
         subject: str,
         queue: Optional[str] = None,
         cb: Optional[Callable[[Msg], None]] = None,
+        *,
         max_msgs: Optional[int] = None,
         pending_msgs_limit: int = DEFAULT_PENDING_MSGS,
         pending_bytes_limit: int = DEFAULT_PENDING_BYTES,
         future: Any = None,
     ) -> Subscription:
         """Subscribe to ``subject``; read with ``next_msg``, iteration, or ``cb``.
-        nats-py's ``future=`` (an asyncio future) has no place here: refused."""
+        Past ``cb`` every parameter is keyword-only: nats-py's 4th positional is ``future=``
+        (an asyncio future), which has no place here and is refused."""
         if future is not None:
             raise errors.InvalidArgumentError(
                 "future= is nats-py's asyncio way to get one message; there are no asyncio "
@@ -343,6 +331,11 @@ class Client(NatsPyPrivateNames):
         here gives the same reply, errors and timeout."""
         if payload is not None:
             data = _payload(data, payload)
+        if isinstance(headers, bool):
+            raise errors.InvalidArgumentError(
+                f"headers must be a mapping, got {headers!r}: nats-py's 4th positional is "
+                "old_style, here it is headers; pass old_style= by keyword"
+            )
         if not isinstance(old_style, bool):
             raise errors.InvalidArgumentError(
                 f"old_style must be a bool, got {type(old_style).__name__}"
@@ -463,99 +456,19 @@ class Client(NatsPyPrivateNames):
         Idempotent. Messages still queued in subscriptions stay readable."""
         self._close(_CLOSE_WRITE)
 
-    def _close(self, linger: float) -> None:
-        """close(), giving what is buffered at most ``linger`` seconds to leave (0: what
-        the socket takes at once, no waiting)."""
-        link = self._link
-        if link.state is FORKED:
-            link.closing = True
-            return
-        if link.state is NEW:
-            link.state = CLOSED
-            return
-        if link.closing:
-            if threading.current_thread() not in self._threads:
-                self._closed_event.wait(10.0)
-            return
-        # Best effort, bounded: a peer that stops reading gets ``linger``, no more.
-        outbox = self._outbox
-        if (
-            link.state is CONNECTED
-            and link.conn is not None
-            and not outbox.write_pending()
-            and linger > 0
-        ):
-            outbox.write_slow(until=time.monotonic() + min(linger, outbox.write_timeout))
-        self._shutdown(None)
-
-    def _shutdown(self, reason: Optional[errors.NATSError]) -> None:
-        """Final teardown, from close() or from the network thread giving up."""
-        link = self._link
-        with link.wlock:
-            if link.closing:
-                return
-            link.closing = True
-            was_connected = link.state is CONNECTED
-            link.state = CLOSED
-            self._outbox.pub_fast = False
-            lost, waiters = self._outbox.discard()
-        self._network.stop.set()
-        self._network.connected.set()  # wake flush() calls waiting for a reconnect: closed
-        conn = link.conn
-        if conn is not None:
-            self._network.kill_socket(conn)
-        if reason is not None:
-            self._network.last_error = reason
-            self._report(reason)
-        if lost:
-            self._report(
-                errors.MessagesLostError(
-                    f"closed with {lost} unsent publish(es) in the buffer: they were not sent",
-                    count=lost,
-                )
-            )
-        closed = reason or errors.ConnectionClosedError("the client is closed")
-        for waiter in waiters:
-            if waiter is not None:
-                waiter.wake(error=closed)
-        self._requests.fail_all(closed)
-        self._hooks.run_close_hooks()
-        self._table.end_all(closed)
-        if self._timers is not None:
-            self._timers.stop()
-        self._outbox.kick.set()
-        if was_connected:  # nats-py: close() says disconnected (once), then closed
-            self._callbacks.call(self._network.disconnected_cb)
-        self._callbacks.call(self._closed_cb)
-        self._callbacks.stop()
-        me = threading.current_thread()
-        for t in self._threads:
-            if t is not me and t.is_alive():
-                t.join(5.0)
-        self._closed_event.set()
-
     def _on_internal_error(self, exc: BaseException) -> None:
         log.error("jetstream_sync: internal error in a timer or hook: %r", exc, exc_info=exc)
-
-    def _mark_forked(self) -> None:
-        """In a forked child: disown the parent's socket without touching it or any lock."""
-        self._link.state = FORKED
-        self._outbox.pub_fast = False
-        conn = self._link.conn
-        if conn is not None:
-            try:
-                os.close(conn.sock.detach())  # closes only the child's copy of the fd
-            except OSError:
-                pass
 
     # --- properties -----------------------------------------------------------------------
 
     @property
     def is_connected(self) -> bool:
+        """True while connected to a server."""
         return self._link.state is CONNECTED
 
     @property
     def is_reconnecting(self) -> bool:
+        """True while the connection is lost and the client tries to reconnect."""
         return self._link.state is RECONNECTING
 
     @property

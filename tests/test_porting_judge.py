@@ -480,12 +480,6 @@ def test_object_store_headers_documented_form() -> None:
         assert obs.get_info("a.tar").headers["Content-Type"][0] == "x-tar"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="porting table: purge_stream 'returns the number of messages purged, not True'; "
-    "nats-py's `if await js.purge_stream(...)` on an empty stream silently takes the other "
-    "branch (0 is falsy): the silent kind of difference issue 37 rejects",
-)
 def test_purge_stream_result_truthiness_as_nats_py() -> None:
     """The table: purge_stream returns a count, not True. Ported `if await js.purge_stream(...)`."""
     src = """
@@ -568,15 +562,15 @@ def test_request_positional_old_style_is_loud(jserver: Any) -> None:
         nc.request("echo", b"x", 1.0, False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README porting table: 'old_style and headers are keyword-only' for Client.request; "
-    "the client takes headers as the 4th positional (a dict there is sent as headers)",
-)
-def test_request_headers_keyword_only_as_table_says(jserver: Any) -> None:
+def test_request_positional_headers_as_table_says(jserver: Any) -> None:
+    """The table: the 4th positional is `headers` here, `old_style` in nats-py; a bool there
+    is refused naming old_style, a 5th positional is a TypeError."""
     _, nc = jserver
+    assert nc.request("echo", b"x", 1.0, {"A": "1"}).data == b"x"
+    with pytest.raises(jss.InvalidArgumentError, match="old_style"):
+        nc.request("echo", b"x", 1.0, True)
     with pytest.raises(TypeError):
-        nc.request("echo", b"x", 1.0, {"A": "1"})
+        nc.request("echo", b"x", 1.0, False, {"A": "1"})
 
 
 def test_subscribe_positional_future_is_loud(jserver: Any) -> None:
@@ -589,16 +583,13 @@ def test_subscribe_positional_future_is_loud(jserver: Any) -> None:
         nc.subscribe("f", future=fut)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README porting table: '`future` is keyword-only and refused' for Client.subscribe; "
-    "the client's subscribe takes future as its 7th positional parameter",
-)
 def test_subscribe_future_keyword_only_as_table_says() -> None:
     import inspect
 
-    param = inspect.signature(jss.Client.subscribe).parameters["future"]
-    assert param.kind is inspect.Parameter.KEYWORD_ONLY
+    params = inspect.signature(jss.Client.subscribe).parameters
+    assert params["future"].kind is inspect.Parameter.KEYWORD_ONLY
+    # the table: every parameter after cb, so nats-py's positional max_msgs is loud
+    assert params["max_msgs"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def test_connect_options_keyword_only(jserver: Any) -> None:
@@ -1036,15 +1027,12 @@ def test_kv_per_key_ttl_difference_is_loud() -> None:
     assert "ttl" in str(gerr).lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README contradicts itself: the Key-Value section says '`keys(filters)` takes key "
-    "patterns (ADR-8), not nats-py's substrings'; the porting table (and the client) say a "
-    "filter without wildcards lists the keys containing it, as nats-py",
-)
-def test_kv_section_claim_filters_are_patterns_not_substrings() -> None:
+def test_kv_section_claim_filters_are_substrings_or_patterns() -> None:
+    """The Key-Value guide, as the porting table: a filter without wildcards lists the keys
+    containing it (nats-py), one with `*` or `>` is a key pattern."""
     with NATSServer(jetstream=True) as srv, jss.connect(srv.url) as nc:
         kv = nc.jetstream().create_key_value(bucket="k")
-        for key in ["app", "apple", "x.app"]:
+        for key in ["app", "apple", "x.app", "app.a"]:
             kv.put(key, b"v")
-        assert kv.keys(filters=["app"]) == ["app"]
+        assert sorted(kv.keys(filters=["app"])) == ["app", "app.a", "apple", "x.app"]
+        assert kv.keys(filters=["app.*"]) == ["app.a"]

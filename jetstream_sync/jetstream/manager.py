@@ -157,22 +157,39 @@ class JetStreamManager:
         subject: Optional[str] = None,
         seq: Optional[int] = None,
         keep: Optional[int] = None,
-    ) -> int:
+    ) -> bool:
         """Remove messages (all, or of ``subject``, below ``seq``, or all but ``keep``).
 
-        Returns how many were purged (nats-py returns True). nats-py's positional order
-        ``purge_stream(name, seq, subject)`` works too: a subject is a str and a sequence
-        an int, so an int second argument is taken as ``seq``.
+        Returns True, as nats-py (an empty stream too: the purge succeeded);
+        :meth:`purge_stream_count` takes the same arguments and returns how many were
+        purged. nats-py's positional order ``purge_stream(name, seq, subject)`` works too: a
+        subject is a str and a sequence an int, so an int second argument is taken as ``seq``.
         """
+        self._purge_request(name, subject, seq, keep, "purge_stream")
+        return True
+
+    def purge_stream_count(
+        self,
+        name: str,
+        subject: Optional[str] = None,
+        seq: Optional[int] = None,
+        keep: Optional[int] = None,
+    ) -> int:
+        """:meth:`purge_stream` that returns how many messages were purged (0 for none)."""
+        return self._purge_request(name, subject, seq, keep, "purge_stream_count")
+
+    def _purge_request(
+        self, name: str, subject: Any, seq: Any, keep: Optional[int], what: str
+    ) -> int:
         name = api.check_stream_name(name)
         if isinstance(subject, int) and not isinstance(subject, bool):
             if seq is not None and not isinstance(seq, str):
                 raise errors.InvalidArgumentError(
-                    f"purge_stream: subject must be a str, got {subject!r} (and seq={seq!r})"
+                    f"{what}: subject must be a str, got {subject!r} (and seq={seq!r})"
                 )
             subject, seq = seq, subject
         if seq is not None and keep is not None:
-            raise errors.InvalidArgumentError("purge_stream: give seq or keep, not both")
+            raise errors.InvalidArgumentError(f"{what}: give seq or keep, not both")
         body: Dict[str, Any] = {}
         if subject is not None:
             check_subscribe_subject(subject)

@@ -406,4 +406,4 @@ class MessageScheduling:
             )
         # Only that message: everything on the subject below the next sequence. A schedule
         # replaced meanwhile (a later sequence) is a new one and stays.
-        return js.purge_stream(stream, subject=subject, seq=held.seq + 1) > 0
+        return js.purge_stream_count(stream, subject=subject, seq=held.seq + 1) > 0

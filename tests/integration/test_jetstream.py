@@ -82,14 +82,22 @@ def test_stream_names_and_infos_paged(js: JetStream) -> None:
 def test_purge_variants(js: JetStream, stream: str) -> None:
     for i in range(10):
         js.publish(_subj(stream, "a" if i % 2 else "b"), str(i).encode())
-    assert js.purge_stream(stream, subject=_subj(stream, "b")) == 5
-    assert js.purge_stream(stream, keep=2) == 3
+    assert js.purge_stream_count(stream, subject=_subj(stream, "b")) == 5
+    assert js.purge_stream_count(stream, keep=2) == 3
     state = js.stream_info(stream).state
     assert state.messages == 2 and state.last_seq == 10
-    assert js.purge_stream(stream, seq=10) == 1  # below seq 10
-    assert js.purge_stream(stream) == 1
+    assert js.purge_stream_count(stream, seq=10) == 1  # below seq 10
+    assert js.purge_stream_count(stream) == 1
+    assert js.purge_stream_count(stream) == 0
+    # nats-py's value: True, an empty stream too (`if js.purge_stream(...)` ports as is)
+    assert js.purge_stream(stream) is True
+    js.publish(_subj(stream, "a"), b"x")
+    assert js.purge_stream(stream, _subj(stream, "a")) is True
+    assert js.stream_info(stream).state.messages == 0
     with pytest.raises(nats.InvalidArgumentError, match="not both"):
         js.purge_stream(stream, seq=1, keep=1)
+    with pytest.raises(nats.InvalidArgumentError, match="purge_stream_count: give seq or keep"):
+        js.purge_stream_count(stream, seq=1, keep=1)
 
 
 def test_get_msg_and_delete_msg(js: JetStream, stream: str) -> None:

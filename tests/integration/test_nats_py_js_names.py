@@ -384,9 +384,9 @@ def test_purge_stream_in_either_order(js: JetStream, stream: str) -> None:
     a, b = _subj(stream, "a"), _subj(stream, "b")
     for subject in (a, b, a, b, a, b):
         js.publish(subject, b"x")
-    assert js.purge_stream(stream, 3) == 2  # nats-py's (name, seq): below seq 3
-    assert js.purge_stream(stream, 6, a) == 2  # nats-py's (name, seq, subject): a 3 and 5
-    assert js.purge_stream(stream, b, 5) == 1  # ours (name, subject, seq): b 4
+    assert js.purge_stream_count(stream, 3) == 2  # nats-py's (name, seq): below seq 3
+    assert js.purge_stream_count(stream, 6, a) == 2  # nats-py's (name, seq, subject): a 3 and 5
+    assert js.purge_stream_count(stream, b, 5) == 1  # ours (name, subject, seq): b 4
     assert js.stream_info(stream).state.messages == 1
     with pytest.raises(nats.InvalidArgumentError, match="subject must be a str"):
         js.purge_stream(stream, 3, 4)

@@ -260,12 +260,12 @@ def test_a_purged_range_ends_with_no_rows_quickly(
     stream = new_stream("file")
     fill(js, stream, 30)
     # planned as 1..20; then everything before 21 is purged: the consumer starts past the range
-    assert js.purge_stream(stream, seq=21) == 20
+    assert js.purge_stream_count(stream, seq=21) == 20
     t = time.monotonic()
     assert read(js, stream, 1, 20) == []
     assert time.monotonic() - t < 3.0
     # then the whole stream: the consumer has nothing pending
-    assert js.purge_stream(stream) == 10
+    assert js.purge_stream_count(stream) == 10
     t = time.monotonic()
     assert read(js, stream, 1, 30) == []
     assert read(js, stream, 25, 30, [f"{stream.lower()}.a"]) == []

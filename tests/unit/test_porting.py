@@ -95,11 +95,16 @@ DIFFERENT: Dict[str, str] = {
         "would cost every message. Wrap `Msg` in your own type in the callback instead"
     ),
     "Client.request(order)": (
-        "`old_style` and `headers` are keyword-only (nats-py's 4th positional is `old_style`)"
+        "the 4th positional is `headers` here (API.md), `old_style` in nats-py, and "
+        "`old_style` is keyword-only: a bool in 4th place is refused as headers with a clear "
+        "error, and a 5th positional is a TypeError, so nats-py's positional call fails loudly; "
+        "pass `old_style=` and `headers=` by keyword"
     ),
     "Client.subscribe(order)": (
-        "`future` is keyword-only and refused: asyncio futures do not exist here; use "
-        "`next_msg` or `cb=`"
+        "every parameter after `cb` is keyword-only here: nats-py's 4th positional is "
+        "`future`, which is refused (asyncio futures do not exist here; use `next_msg` or "
+        "`cb=`), so a positional `max_msgs` could not mean the same in both; a 4th positional "
+        "is a TypeError. Pass `max_msgs=` and the limits by keyword"
     ),
     "JetStreamContext.get_msg(order)": (
         "past `(stream, seq)` the positionals are ours (`last_by_subject`, ...); pass nats-py's "
@@ -160,7 +165,6 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "a 503 fails the future after the same retries as `publish` (sent from the timer "
         "thread); nats-py fails it at the first 503: `retry_attempts=0` does that"
     ),
-    "JetStreamContext.purge_stream": "returns the number of messages purged, not `True`",
     "JetStreamContext.consumers_info(offset)": "reads every page from the offset, not one",
     "JetStreamContext.streams_info(offset)": "reads every page from the offset, not one",
     "JetStreamContext.subscribe_bind(ordered_consumer)": (
