@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Tuple
 
 from . import errors
-from ._nanotime import NanoDatetime
+from ._nanotime import NanoDatetime, plain_repr
 from ._timeouts import check_timeout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,6 +64,10 @@ class SequencePair:
     consumer: int
     stream: int
 
+    def __repr__(self) -> str:
+        # nats-py's class is Msg.Metadata.SequencePair: ported code prints the same line.
+        return f"Msg.Metadata.SequencePair(consumer={self.consumer!r}, stream={self.stream!r})"
+
 
 @dataclass(frozen=True)
 class MsgMetadata:
@@ -76,6 +80,15 @@ class MsgMetadata:
     stream: str
     consumer: str
     domain: Optional[str] = None
+
+    def __repr__(self) -> str:
+        # nats-py's Msg.Metadata, its fields in its order and its timestamp a plain datetime:
+        # ported code that prints msg.metadata prints the same line.
+        return (
+            f"Msg.Metadata(sequence={self.sequence!r}, num_pending={self.num_pending!r}, "
+            f"num_delivered={self.num_delivered!r}, timestamp={plain_repr(self.timestamp)}, "
+            f"stream={self.stream!r}, consumer={self.consumer!r}, domain={self.domain!r})"
+        )
 
 
 def sequences(reply: str) -> Optional[Tuple[int, int]]:

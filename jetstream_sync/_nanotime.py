@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, SupportsIndex, Tuple
 
-__all__ = ["NanoDatetime"]
+__all__ = ["NanoDatetime", "plain_repr"]
 
 
 class NanoDatetime(datetime):
@@ -41,3 +41,15 @@ def _nano_datetime(dt: datetime, nanosecond: int) -> NanoDatetime:
     )  # fmt: skip
     out.nanosecond = nanosecond
     return out
+
+
+def plain_repr(value: Any) -> str:
+    """``repr(value)``, but a datetime as nats-py shows its times: ``datetime.datetime(...)``
+    to the microsecond, whatever its subclass (a NanoDatetime's nanoseconds left out)."""
+    if isinstance(value, datetime):
+        plain = datetime(
+            value.year, value.month, value.day, value.hour, value.minute, value.second,
+            value.microsecond, value.tzinfo, fold=value.fold,
+        )  # fmt: skip
+        return repr(plain)
+    return repr(value)

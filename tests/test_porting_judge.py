@@ -814,14 +814,6 @@ def test_natspy_readme_style_core_program() -> None:
     assert got == want
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 37 counts how things print; the porting table lists no print difference, "
-    "yet msg.metadata.sequence prints 'SequencePair(consumer=1, stream=1)' here and "
-    "'Msg.Metadata.SequencePair(consumer=1, stream=1)' on nats-py; msg.metadata prints "
-    "'MsgMetadata(..., num_delivered=1, num_pending=0, timestamp=NanoDatetime(...))' here, "
-    "'Msg.Metadata(..., num_pending=0, num_delivered=1, timestamp=datetime.datetime(...))' there",
-)
 def test_print_metadata_like_nats_py() -> None:
     want, got = judge(
         """
