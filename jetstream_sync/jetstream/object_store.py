@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ordered import OrderedConsumer
 
 __all__ = [
+    "ObjectHeaders",
     "ObjectInfo",
     "ObjectLink",
     "ObjectMeta",
@@ -96,6 +97,44 @@ _nuids = NUID()
 # --- the models: ADR-20's JSON ---------------------------------------------------------------
 
 
+class ObjectHeaders(Dict[str, str]):
+    """An object's headers as nats-py reads them, a ``dict`` of one str per name (the first
+    value), that keeps every value too: :meth:`get_all`, and ``all_headers`` of the info or
+    meta they belong to. ADR-20 (nats.go, nats.js, the nats CLI) stores a list per name.
+
+    A plain dict to read, compare, print and JSON-encode; set or delete a name as in any
+    dict (setting a new value drops the name's other values)."""
+
+    __slots__ = ("_lists",)
+
+    def __init__(self, lists: Optional[Mapping[str, List[str]]] = None) -> None:
+        lists = {k: list(v) for k, v in (lists or {}).items() if v}
+        super().__init__({k: v[0] for k, v in lists.items()})
+        self._lists: Dict[str, List[str]] = lists
+
+    def get_all(self, name: str) -> List[str]:
+        """Every value of ``name`` in order; an empty list when there is none."""
+        if name not in self:
+            return []
+        value = self[name]
+        if not isinstance(value, str):  # a list put in by hand: its values
+            return list(value)
+        kept = self._lists.get(name)
+        return list(kept) if kept and kept[0] == value else [value]
+
+    def lists(self) -> Dict[str, List[str]]:
+        """Every name with all its values, as ADR-20 stores them."""
+        return {k: self.get_all(k) for k in self}
+
+
+def _all_headers(headers: object) -> Optional[Dict[str, List[str]]]:
+    if headers is None:
+        return None
+    if isinstance(headers, ObjectHeaders):
+        return headers.lists()
+    return _header_lists(headers, "headers")
+
+
 @dataclass(repr=False)
 class ObjectLink(api.Base):
     """A link to another object (``name`` set) or to a whole bucket (``name`` empty)."""
@@ -117,15 +156,28 @@ class ObjectMetaOptions(api.Base):
 
 @dataclass(repr=False)
 class ObjectMeta(api.Base):
-    """What the user says about an object. ``headers`` maps a name to its values (a single
-    str is taken as one value); ``metadata`` is free-form str to str."""
+    """What the user says about an object. ``headers`` maps a name to a str, as nats-py's,
+    or to a list of str for several values; ``all_headers`` reads them as lists (ADR-20's
+    form). ``metadata`` is free-form str to str."""
 
     name: Optional[str] = None
     description: Optional[str] = None
-    headers: Optional[Dict[str, List[str]]] = None
+    headers: Optional[Dict[str, Any]] = None
     options: Optional[ObjectMetaOptions] = None
     metadata: Optional[Dict[str, str]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def all_headers(self) -> Optional[Dict[str, List[str]]]:
+        """Every header with all its values (a list per name), None when there are none."""
+        return _all_headers(self.headers)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JSON ADR-20 stores: headers as a list of values per name."""
+        out = super().to_dict()
+        if self.headers is not None:
+            out["headers"] = _all_headers(self.headers)
+        return out
 
 
 @dataclass(repr=False)
@@ -143,10 +195,23 @@ class ObjectInfo(api.Base):
     digest: Optional[str] = None
     deleted: bool = False
     description: Optional[str] = None
-    headers: Optional[Dict[str, List[str]]] = None
+    headers: Optional[Dict[str, str]] = None
     options: Optional[ObjectMetaOptions] = None
     metadata: Optional[Dict[str, str]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def all_headers(self) -> Optional[Dict[str, List[str]]]:
+        """Every header with all its values, as ADR-20 stores them (``{'K': ['a', 'b']}``);
+        ``headers`` has the first value of each, as nats-py reads them. None when none."""
+        return _all_headers(self.headers)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JSON ADR-20 stores: headers as a list of values per name."""
+        out = super().to_dict()
+        if self.headers is not None:
+            out["headers"] = _all_headers(self.headers)
+        return out
 
     @property
     def meta(self) -> ObjectMeta:
@@ -154,7 +219,7 @@ class ObjectInfo(api.Base):
         return ObjectMeta(
             name=self.name,
             description=self.description,
-            headers=_copy_headers(self.headers),
+            headers=_object_headers(_all_headers(self.headers)),
             options=dataclasses.replace(self.options) if self.options else None,
             metadata=dict(self.metadata) if self.metadata is not None else None,
         )
@@ -265,8 +330,8 @@ def _encode_name(name: str) -> str:
     return base64.urlsafe_b64encode(name.encode()).decode()
 
 
-def _copy_headers(headers: Optional[Dict[str, List[str]]]) -> Optional[Dict[str, List[str]]]:
-    return None if headers is None else {k: list(v) for k, v in headers.items()}
+def _object_headers(lists: Optional[Dict[str, List[str]]]) -> Optional[ObjectHeaders]:
+    return None if lists is None else ObjectHeaders(lists)
 
 
 def _header_lists(headers: object, what: str) -> Optional[Dict[str, List[str]]]:
@@ -274,6 +339,8 @@ def _header_lists(headers: object, what: str) -> Optional[Dict[str, List[str]]]:
     a :class:`Headers` keeps its repeated values. TypeError if they are anything else."""
     if headers is None:
         return None
+    if isinstance(headers, ObjectHeaders):
+        return headers.lists()
     if isinstance(headers, Headers):
         out: Dict[str, List[str]] = {}
         for key, value in headers.multi_items():
@@ -341,9 +408,9 @@ def _parse_info(data: bytes, where: str, mtime: Optional[_dt.datetime]) -> Objec
         if not isinstance(raw, dict):
             raise TypeError(f"a JSON {type(raw).__name__}, not an object")
         raw.pop("mtime", None)
-        if "headers" in raw:
-            raw["headers"] = _header_lists(raw["headers"], "headers")
+        stored = _header_lists(raw.pop("headers", None), "headers")
         info = ObjectInfo.from_dict(raw)
+        info.headers = _object_headers(stored)
         for key, kind in (("name", str), ("bucket", str), ("nuid", str)):
             if not isinstance(getattr(info, key), kind):
                 raise TypeError(f"{key} is not a str")
@@ -643,7 +710,7 @@ class ObjectStore:
                 chunks=count,
                 digest=_digest(sha.digest()),
                 description=meta.description,
-                headers=headers,
+                headers=_object_headers(headers),
                 options=options,
                 metadata=meta.metadata,
             )
@@ -880,7 +947,7 @@ class ObjectStore:
                 )
         info.name = new_name
         info.description = meta.description
-        info.headers = headers
+        info.headers = _object_headers(headers)
         info.metadata = dict(meta.metadata) if meta.metadata is not None else None
         self._publish_meta(info)
         if new_name != name:

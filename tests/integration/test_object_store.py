@@ -151,7 +151,10 @@ def test_put_with_meta_options_headers_and_metadata(obs: nats.ObjectStore) -> No
     assert info.size == 9 and info.chunks == 2 and info.digest == sha256_digest(b"filevalue")
     for got in (info, obs.get_info("filename.txt"), obs.get("filename.txt").info):
         assert got.name == "filename.txt" and got.description == "filedescription"
-        assert got.headers == {"headername": ["headerval"], "multi": ["a", "b"]}
+        # nats-py's form: a str per name (the first value); every value in all_headers
+        assert got.headers == {"headername": "headerval", "multi": "a"}
+        assert got.headers["headername"] == "headerval"
+        assert got.all_headers == {"headername": ["headerval"], "multi": ["a", "b"]}
         assert got.metadata == {"k": "v"}
         assert got.options is not None and got.options.max_chunk_size == 5
         assert got.chunks == 2
@@ -548,7 +551,20 @@ def test_update_meta_and_rename(obs: nats.ObjectStore) -> None:
     updated = obs.update_meta("A", meta)
     assert updated.description == "changed"
     got = obs.get("A")
-    assert got.info.description == "changed" and got.info.headers == {"h": ["1", "2"]}
+    assert got.info.description == "changed" and got.info.headers == {"h": "1"}
+    assert got.info.all_headers == {"h": ["1", "2"]}
+    # info.meta round-trips every value; a name set anew has the new value only
+    again = got.info.meta
+    assert again.all_headers == {"h": ["1", "2"]}
+    again.headers["g"] = "x"  # type: ignore[index]
+    obs.update_meta("A", again)
+    assert obs.get_info("A").all_headers == {"h": ["1", "2"], "g": ["x"]}
+    again.headers["h"] = "3"  # type: ignore[index]
+    del again.headers["g"]  # type: ignore[union-attr]
+    obs.update_meta("A", again)
+    assert obs.get_info("A").all_headers == {"h": ["3"]}
+    meta = obs.get_info("A").meta
+    meta.headers = {"h": ["1", "2"]}
     assert got.data == b"A"
     # Rename: the data follows, the old name is gone.
     meta.name = "Z"

@@ -183,9 +183,11 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "would bring older values back"
     ),
     "ObjectStore.get_info": (
-        "`info.headers` maps a name to a list of values (`{'Content-Type': ['x-tar']}`), as "
-        "ADR-20 stores them and nats.go and the nats CLI read and write them; nats-py "
-        "stores single strings, which nats.go cannot read. Read `info.headers['K'][0]`"
+        "`info.headers` reads as nats-py's, one str per name (`info.headers['Content-Type'] "
+        "== 'x-tar'`), and `info.all_headers` has every value (`{'Content-Type': ['x-tar']}`). "
+        "The bucket stores a list per name, as ADR-20 says and nats.go, nats.js and the nats "
+        "CLI read and write them; nats-py stores single strings, which nats.go cannot read, "
+        "so nats-py reading an object put here sees lists"
     ),
     "KeyValue.keys(filters)": (
         "a filter without wildcards lists the keys containing it, as in nats-py; one with "
