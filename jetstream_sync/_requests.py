@@ -103,7 +103,9 @@ class RequestMux:
                 size = SIZE_LINES.get(n) or size_line(n)
                 self._outbox.send_frame(b"".join((prefix, reply, b" ", size, data, CRLF)), n)
             if not reader.wait_for(waiter, t):
-                raise errors.TimeoutError(f"request on {subject!r}: no reply within {t} s")
+                raise errors.TimeoutError(
+                    f"nats: timeout: request on {subject!r}: no reply within {t} s"
+                )
         finally:
             self.waiting.pop(token, None)
             reader.quiet_end(quiet)
@@ -112,7 +114,9 @@ class RequestMux:
         msg = waiter.msg
         assert msg is not None
         if msg._hdr is not None and msg.status == 503:
-            raise errors.NoRespondersError(f"no responders are listening on {subject!r}")
+            raise errors.NoRespondersError(
+                f"nats: no responders available for request on {subject!r}"
+            )
         return msg
 
     def api_request(self, subject: str, data: bytes, timeout: float) -> Msg:

@@ -397,7 +397,9 @@ class Client(Teardown, NatsPyPrivateNames):
             self._outbox.ping_locked(waiter, kick=False)
         self._outbox.write_pending()
         if not self._reader.wait_for(waiter, deadline.remaining()):
-            raise errors.FlushTimeoutError(f"flush: no PONG from the server within {timeout} s")
+            raise errors.FlushTimeoutError(
+                f"nats: flush timeout: no PONG from the server within {timeout} s"
+            )
         if waiter.error is not None:
             raise waiter.error
 

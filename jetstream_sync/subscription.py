@@ -220,7 +220,7 @@ class Subscription:
             return self._take(t)
         except queue.Empty:
             raise errors.TimeoutError(
-                f"next_msg: no message on {self.subject!r} within {timeout} s"
+                f"nats: timeout: next_msg: no message on {self.subject!r} within {timeout} s"
             ) from None
 
     def __iter__(self) -> Iterator[Msg]:

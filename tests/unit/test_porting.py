@@ -151,6 +151,13 @@ BEHAVES_DIFFERENTLY: Dict[str, str] = {
         "accepted; every request uses the shared reply subscription, which the caller cannot "
         "tell from nats-py's old style"
     ),
+    "Client.request": (
+        "its errors are nats-py's types (`NoRespondersError`, `TimeoutError`) and their texts "
+        "start with nats-py's (`nats: no responders available for request`, `nats: timeout`; "
+        "`next_msg`'s too), then name the subject and the time waited, which nats-py's leave "
+        "out: `str(e) == 'nats: timeout'` is False here, `str(e).startswith(...)`, `in` and "
+        "`except TimeoutError` are as in nats-py"
+    ),
     "Client.servers": (
         "URL strings (`str`) that also have `ParseResult`'s `scheme`, `hostname`, `port`, "
         "`netloc` and `geturl()`"
