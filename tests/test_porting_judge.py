@@ -834,13 +834,6 @@ def test_print_metadata_like_nats_py() -> None:
     assert got == want
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 37 counts how things print; the porting table lists none, yet print(await "
-    "js.stream_info(...)) differs: here the enums print as <RetentionPolicy.LIMITS: 'limits'> "
-    "and fields unset on the server (description=None, ...) are left out; nats-py prints "
-    "retention='limits' and every field",
-)
 def test_print_stream_info_like_nats_py() -> None:
     want, got = judge(
         """

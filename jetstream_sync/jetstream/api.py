@@ -49,7 +49,7 @@ from typing import (
 
 # NanoDatetime lives in the core (Msg.metadata makes one); _nano_datetime stays importable
 # here for pickles made when both were defined in this module.
-from .._nanotime import NanoDatetime, _nano_datetime
+from .._nanotime import NanoDatetime, _nano_datetime, plain_repr
 from ..errors import InvalidArgumentError, JetStreamError
 from ..msg import Headers, encode_headers, parse_header_block
 
@@ -538,14 +538,32 @@ class Base:
             params["extra"] = dict(self.extra)
         return cast(_B, dataclasses.replace(cast(Any, self), **params))
 
+    #: nats-py's field order, where its model of this class orders its fields otherwise or
+    #: lacks some of ours: those (its own names) print first and always, as its dataclass
+    #: repr does; ours past them only when set. Empty: every field, in ours.
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = ()
+
     def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{f.name}={value!r}"
-            for f in _plan(type(self)).fields
-            for value in (getattr(self, f.name),)
-            if value is not None and (value or not f.omitempty)
-        )
-        return f"{type(self).__name__}({shown})"
+        # As nats-py's dataclass repr, so ported code prints the same line: every field,
+        # None included, an enum as the server's string (nats-py keeps the JSON's text), a
+        # time as a plain datetime.
+        names = [f.name for f in _plan(type(self)).fields]
+        order = self._NATS_PY_ORDER
+        shown = [f"{name}={_repr_value(getattr(self, name))}" for name in (order or names)]
+        shown += [
+            f"{name}={_repr_value(value)}"
+            for name in names
+            if order and name not in order
+            for value in (getattr(self, name),)
+            if value is not None
+        ]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _repr_value(value: Any) -> str:
+    if isinstance(value, Enum):
+        return repr(value.value)
+    return plain_repr(value)
 
 
 _NS = {"ns": True}
@@ -580,6 +598,11 @@ class Placement(Base):
     tags: Optional[List[str]] = None
     preferred: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "cluster",
+        "tags",
+    )
 
 
 @dataclass(repr=False)
@@ -618,6 +641,16 @@ class StreamSource(Base):
     external: Optional[ExternalStream] = None
     consumer: Optional[StreamConsumerSource] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "opt_start_seq",
+        "opt_start_time",
+        "filter_subject",
+        "external",
+        "subject_transforms",
+        "consumer",
+    )
 
 
 @dataclass(repr=False)
@@ -688,6 +721,48 @@ class StreamConfig(Base):
     allow_batched: Optional[bool] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "description",
+        "subjects",
+        "retention",
+        "max_consumers",
+        "max_msgs",
+        "max_bytes",
+        "discard",
+        "discard_new_per_subject",
+        "max_age",
+        "max_msgs_per_subject",
+        "max_msg_size",
+        "storage",
+        "num_replicas",
+        "no_ack",
+        "template_owner",
+        "duplicate_window",
+        "placement",
+        "mirror",
+        "sources",
+        "sealed",
+        "deny_delete",
+        "deny_purge",
+        "allow_rollup_hdrs",
+        "first_seq",
+        "republish",
+        "subject_transform",
+        "allow_direct",
+        "mirror_direct",
+        "compression",
+        "allow_msg_ttl",
+        "allow_msg_schedules",
+        "allow_atomic",
+        "allow_batched",
+        "allow_msg_counter",
+        "persist_mode",
+        "metadata",
+        "consumer_limits",
+        "subject_delete_marker_ttl",
+    )
+
     def to_dict(self) -> Dict[str, Any]:
         """The server's JSON, after nats-py's client-side checks: ``compression`` must be
         ``"none"`` or ``"s2"`` (or empty), ``metadata`` a dict of strings. Both are
@@ -730,6 +805,18 @@ class StreamState(Base):
     lost: Optional[LostStreamData] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "messages",
+        "bytes",
+        "first_seq",
+        "last_seq",
+        "consumer_count",
+        "deleted",
+        "num_deleted",
+        "lost",
+        "subjects",
+    )
+
 
 @dataclass(repr=False)
 class PeerInfo(Base):
@@ -744,6 +831,14 @@ class PeerInfo(Base):
     peer: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "current",
+        "offline",
+        "active",
+        "lag",
+    )
+
 
 @dataclass(repr=False)
 class ClusterInfo(Base):
@@ -757,6 +852,14 @@ class ClusterInfo(Base):
     traffic_account: Optional[str] = None
     replicas: Optional[List[PeerInfo]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "leader",
+        "name",
+        "replicas",
+        "raft_group",
+        "leader_since",
+    )
 
     _NATS_PY_KEYS: ClassVar[Mapping[str, str]] = {"traffic_acc": "traffic_account"}
 
@@ -791,6 +894,13 @@ class StreamSourceInfo(Base):
     subject_transforms: Optional[List[SubjectTransform]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "lag",
+        "active",
+        "error",
+    )
+
 
 @dataclass(repr=False)
 class StreamAlternate(Base):
@@ -821,6 +931,16 @@ class StreamInfo(Base):
     ts: Optional[datetime] = field(default=None, compare=False)
     did_create: Optional[bool] = None  # in add_stream's answer: False when it existed already
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "config",
+        "state",
+        "mirror",
+        "sources",
+        "cluster",
+        "did_create",
+        "created",
+    )
 
 
 class StreamsListIterator:
@@ -901,6 +1021,36 @@ class ConsumerConfig(Base):
     priority_timeout: Optional[float] = field(default=None, metadata=_NS)
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "durable_name",
+        "description",
+        "deliver_policy",
+        "opt_start_seq",
+        "opt_start_time",
+        "ack_policy",
+        "ack_wait",
+        "max_deliver",
+        "backoff",
+        "filter_subject",
+        "filter_subjects",
+        "replay_policy",
+        "rate_limit_bps",
+        "sample_freq",
+        "max_waiting",
+        "max_ack_pending",
+        "flow_control",
+        "idle_heartbeat",
+        "headers_only",
+        "deliver_subject",
+        "deliver_group",
+        "inactive_threshold",
+        "num_replicas",
+        "mem_storage",
+        "metadata",
+        "pause_until",
+    )
+
     def to_dict(self) -> Dict[str, Any]:
         """The server's JSON; ``metadata`` must be a dict of strings (InvalidArgumentError)."""
         _check_metadata(self.metadata)
@@ -957,6 +1107,23 @@ class ConsumerInfo(Base):
     # consumer equals the last one (nats-py's models have no ts).
     ts: Optional[datetime] = field(default=None, compare=False)
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "stream_name",
+        "config",
+        "created",
+        "delivered",
+        "ack_floor",
+        "num_ack_pending",
+        "num_redelivered",
+        "num_waiting",
+        "num_pending",
+        "cluster",
+        "push_bound",
+        "paused",
+        "pause_remaining",
+    )
 
 
 @dataclass(repr=False)
@@ -1050,6 +1217,14 @@ class Tier(Base):
     limits: AccountLimits = field(default_factory=AccountLimits)
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "memory",
+        "storage",
+        "streams",
+        "consumers",
+        "limits",
+    )
+
 
 @dataclass(repr=False)
 class APIStats(Base):
@@ -1061,6 +1236,12 @@ class APIStats(Base):
     errors: int = 0
     inflight: Optional[int] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "total",
+        "errors",
+        "level",
+    )
 
 
 @dataclass(repr=False)
@@ -1079,6 +1260,17 @@ class AccountInfo(Base):
     tiers: Optional[Dict[str, Tier]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "memory",
+        "storage",
+        "streams",
+        "consumers",
+        "limits",
+        "api",
+        "domain",
+        "tiers",
+    )
+
 
 @dataclass(repr=False)
 class RawStreamMsg(Base):
@@ -1095,6 +1287,15 @@ class RawStreamMsg(Base):
     time: Optional[datetime] = None
     stream: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "subject",
+        "seq",
+        "data",
+        "headers",
+        "stream",
+        "time",
+    )
 
     @property
     def hdrs(self) -> Optional[str]:

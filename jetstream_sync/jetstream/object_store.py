@@ -38,6 +38,7 @@ from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
+    ClassVar,
     Deque,
     Dict,
     Iterator,
@@ -167,6 +168,13 @@ class ObjectMeta(api.Base):
     metadata: Optional[Dict[str, str]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "description",
+        "headers",
+        "options",
+    )
+
     @property
     def all_headers(self) -> Optional[Dict[str, List[str]]]:
         """Every header with all its values (a list per name), None when there are none."""
@@ -199,6 +207,20 @@ class ObjectInfo(api.Base):
     options: Optional[ObjectMetaOptions] = None
     metadata: Optional[Dict[str, str]] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    _NATS_PY_ORDER: ClassVar[Tuple[str, ...]] = (
+        "name",
+        "bucket",
+        "nuid",
+        "size",
+        "mtime",
+        "chunks",
+        "digest",
+        "deleted",
+        "description",
+        "headers",
+        "options",
+    )
 
     @property
     def all_headers(self) -> Optional[Dict[str, List[str]]]:

@@ -540,3 +540,73 @@ def test_bucket_configs_have_nats_py_s_dict_forms(name: str) -> None:
     got = ours_cls.from_response({"bucket": "b", "replicas": 3, "unknown": 1})
     assert got == ours_cls(bucket="b", replicas=3)  # unknown keys ignored, as nats-py's
     assert ours_cls(**kw).evolve(max_bytes=7).max_bytes == 7
+
+
+def _api_models() -> Iterator[Tuple[str, Any, Any]]:
+    for name, theirs in sorted(vars(nats.js.api).items()):
+        if not (
+            isinstance(theirs, type)
+            and theirs.__module__ == "nats.js.api"
+            and dataclasses.is_dataclass(theirs)
+        ):
+            continue
+        ours = getattr(our_api, name, None)
+        if dataclasses.is_dataclass(ours) and "__repr__" not in vars(ours):
+            yield name, theirs, ours
+
+
+def test_models_print_their_fields_in_nats_py_s_order() -> None:
+    """print(info.config) ports (issue 37): each model shows nats-py's fields in nats-py's
+    order (_NATS_PY_ORDER where ours are ordered otherwise or has more), then ours."""
+    checked = 0
+    for name, theirs, ours in _api_models():
+        our_fields = [f.name for f in dataclasses.fields(ours) if f.name != "extra"]
+        want = [f.name for f in dataclasses.fields(theirs) if f.name in our_fields]
+        shown = list(ours._NATS_PY_ORDER) or our_fields
+        assert shown == want, name
+        checked += 1
+    assert checked >= 25
+
+
+def test_a_config_read_from_json_prints_as_nats_py_s() -> None:
+    """The same server JSON, read by nats-py and here, prints the same line."""
+    stream = {
+        "name": "S",
+        "subjects": ["s"],
+        "retention": "limits",
+        "max_consumers": -1,
+        "max_msgs": -1,
+        "max_bytes": -1,
+        "max_age": 0,
+        "max_msgs_per_subject": -1,
+        "max_msg_size": -1,
+        "discard": "old",
+        "storage": "file",
+        "num_replicas": 1,
+        "duplicate_window": 120000000000,
+        "compression": "none",
+        "allow_direct": False,
+        "mirror_direct": False,
+        "sealed": False,
+        "deny_delete": False,
+        "deny_purge": False,
+        "allow_rollup_hdrs": False,
+        "consumer_limits": {},
+        "metadata": {"k": "v"},
+    }
+    consumer = {
+        "name": "d",
+        "durable_name": "d",
+        "deliver_policy": "all",
+        "ack_policy": "explicit",
+        "ack_wait": 30000000000,
+        "max_deliver": -1,
+        "replay_policy": "instant",
+        "max_waiting": 512,
+        "max_ack_pending": 1000,
+        "num_replicas": 0,
+    }
+    for cls, raw in (("StreamConfig", stream), ("ConsumerConfig", consumer)):
+        theirs = getattr(nats.js.api, cls).from_response(dict(raw))
+        ours = getattr(our_api, cls).from_response(dict(raw))
+        assert repr(ours) == repr(theirs)
