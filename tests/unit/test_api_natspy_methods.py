@@ -187,7 +187,8 @@ def test_bools_the_server_leaves_out_read_back_false() -> None:
     # False is not sent (the server's default), True is.
     assert "no_ack" not in api.StreamConfig(name="S").to_dict()
     assert api.StreamConfig(name="S", no_ack=True).to_dict()["no_ack"] is True
-    assert "no_ack" not in repr(api.StreamConfig(name="S"))
+    # printed as nats-py's dataclass repr prints it: every field (issue 37)
+    assert "no_ack=False, template_owner=None" in repr(api.StreamConfig(name="S"))
 
 
 # --- subject_delete_marker_ttl -----------------------------------------------------------------

@@ -352,8 +352,14 @@ def test_from_dict_wants_a_mapping() -> None:
         StreamConfig.from_dict(["name"])  # type: ignore[arg-type]
 
 
-def test_repr_shows_only_what_is_set() -> None:
-    assert repr(StreamConfig(name="S", max_age=1.5)) == "StreamConfig(name='S', max_age=1.5)"
+def test_repr_is_nats_py_s_dataclass_repr() -> None:
+    """Issue 37: every field, None included, in nats-py's order; an enum as its text."""
+    text = repr(StreamConfig(name="S", max_age=1.5, retention=RetentionPolicy.WORK_QUEUE))
+    assert text.startswith(
+        "StreamConfig(name='S', description=None, subjects=None, retention='workqueue', "
+    )
+    assert ", discard=None, discard_new_per_subject=False, max_age=1.5, " in text
+    assert text.endswith(", consumer_limits=None, subject_delete_marker_ttl=None)")
 
 
 def test_a_model_without_extra_or_with_an_unmappable_hint_is_refused() -> None:
