@@ -369,6 +369,8 @@ def _codecs(tp: Any, ns: bool, where: str) -> Tuple[_Codec, _Codec]:
     elif ns:
         if tp is float:
             return _from_ns, _to_ns
+    elif tp is Any:  # before the classes: typing.Any is one on Python 3.11+
+        return None, None
     elif isinstance(tp, type):
         if issubclass(tp, Base):
             return tp.from_dict, _to_dict
@@ -382,8 +384,6 @@ def _codecs(tp: Any, ns: bool, where: str) -> Tuple[_Codec, _Codec]:
             return _decode_headers, _encode_headers
         if tp in _SCALARS:
             return None, None
-    elif tp is Any:
-        return None, None
     raise TypeError(f"{where}: no JSON conversion for {tp!r}" + (" with ns" if ns else ""))
 
 
