@@ -29,7 +29,8 @@ from fault_table import print_table
 from faultproxy import DOWN, FaultProxy
 
 import jetstream_sync as nats
-from jetstream_sync import micro
+from jetstream_sync import micro, pcgroups
+from jetstream_sync.jetstream.api import ConsumerConfig
 from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name
 
@@ -584,4 +585,229 @@ def test_a_capability_under_faults(own_server: NATSServer, load: type) -> None:
         assert row["worst_call_s"] <= CALL_TIMEOUT + HANG_MARGIN, row
         assert row["works_after"], row
         # The fault struck a call in flight: the call saw it.
+        assert row["landed"] and row["errors"] != "-", row
+
+
+def _put_until_stored(kv: Any, key: str, value: bytes) -> int:
+    """create on the admin connection, retried across the fault (it is SIGKILLed too): a
+    retry refused because the key exists is done if the value is ours."""
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            return int(kv.create(key, value))
+        except nats.KeyWrongLastSequenceError:
+            entry = kv.get(key)
+            assert entry.value == value
+            return int(entry.revision)
+        except nats.NATSError:
+            assert time.monotonic() < deadline, f"{key} never stored"
+            threading.Event().wait(0.05)  # a retry pace
+
+
+def watch_row(srv: NATSServer, fault: Fault) -> Dict[str, Any]:
+    """A KV watcher through the proxy while the admin connection creates CALLS keys; the
+    fault lands at the FAULT_AT-th, on the watcher's deliveries. Lost: revisions never
+    delivered; doubled: delivered twice; worst: the longest from a write's ack to its
+    delivery (no call of the watcher has a timeout: it waits)."""
+    errors_seen: Dict[str, int] = {}
+    with _client(srv.url) as admin:
+        ajs = admin.jetstream(timeout=5.0)
+        bucket = stream_name("KVW")
+        akv = ajs.create_key_value(bucket=bucket)
+        proxy = FaultProxy("127.0.0.1", srv.port)
+        got: List[Tuple[int, float]] = []
+        try:
+            nc = _client(proxy.url, errors_seen)
+            try:
+                watcher = nc.jetstream(timeout=CALL_TIMEOUT).key_value(bucket).watchall()
+                assert watcher.updates(timeout=10) is None  # an empty bucket
+                stop = threading.Event()
+
+                def read() -> None:
+                    while not stop.is_set():
+                        try:
+                            entry = watcher.updates(timeout=0.2)
+                        except nats.TimeoutError:
+                            continue
+                        except nats.NATSError as exc:
+                            kind = type(exc).__name__
+                            errors_seen[kind] = errors_seen.get(kind, 0) + 1
+                            continue
+                        if entry is not None:
+                            got.append((entry.revision, time.monotonic()))
+
+                reader = threading.Thread(target=read, name="watch-reader", daemon=True)
+                reader.start()
+                acked: Dict[int, float] = {}
+                for i in range(CALLS + 1):
+                    if i == FAULT_AT:
+                        fault.arm(proxy)
+                    if i == CALLS:  # the last one after the fault is over
+                        fault.finish(proxy)
+                    acked[_put_until_stored(akv, f"k{i}", b"v%d" % i)] = time.monotonic()
+                    threading.Event().wait(0.01)  # a pace: deliveries are in flight
+                deadline = time.monotonic() + 30.0
+                while {r for r, _ in got} < set(acked) and time.monotonic() < deadline:
+                    threading.Event().wait(0.05)  # a poll of what the reader got
+                works_after = max(acked) in {r for r, _ in got}
+                stop.set()
+                reader.join(10)
+                watcher.stop()
+            finally:
+                nc.close()
+        finally:
+            proxy.close()
+        reconnects = proxy.accepted - 1
+        ajs.delete_key_value(bucket)
+    revisions = [r for r, _ in got]
+    first = {}
+    for r, t in got:
+        first.setdefault(r, t)
+    assert revisions == sorted(revisions) or len(set(revisions)) < len(revisions), revisions
+    worst = max(first.get(r, time.monotonic()) - t for r, t in acked.items())
+    if reconnects:
+        errors_seen["reconnects"] = reconnects
+    return {
+        "capability": "kv watch",
+        "fault": fault.name,
+        "calls": len(acked),
+        "lost": len(set(acked) - set(revisions)),
+        "doubled": len(revisions) - len(set(revisions)),
+        "worst_call_s": round(max(0.0, worst), 2),
+        "timeout_s": "-",
+        "errors": _errors(errors_seen),
+        "works_after": works_after,
+        "landed": fault.landed,
+    }
+
+
+def test_a_kv_watch_under_faults(own_server: NATSServer) -> None:
+    rows = [watch_row(own_server, fault) for fault in faults(own_server)]
+    print_table(rows)
+    for row in rows:
+        assert row["calls"] == CALLS + 1, row
+        assert row["lost"] == 0 and row["doubled"] == 0, row
+        assert row["works_after"], row
+        assert row["landed"], row
+
+
+def _publish_until_stored(js: Any, subject: str, data: bytes, msg_id: str) -> None:
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            js.publish(subject, data, msg_id=msg_id)
+            return
+        except nats.NATSError:
+            assert time.monotonic() < deadline, f"{msg_id} never stored"
+            threading.Event().wait(0.05)  # a retry pace
+
+
+def pcgroups_row(srv: NATSServer, fault: Fault) -> Dict[str, Any]:
+    """An elastic pcgroups member consuming through the proxy (max_ack_pending=1, ack_sync
+    in the handler) CALLS messages over 3 keys; the fault lands on the ack of message
+    FAULT_AT. Lost: a message never handled; doubled: a message handled again after its
+    ack_sync had returned; order per key is asserted. Handled again after an ack that
+    raised (the README's "use ack_sync to know") is counted in the errors column."""
+    errors_seen: Dict[str, int] = {}
+    handled: List[Tuple[str, int]] = []
+    acked: Dict[int, int] = {}
+    again_after_ack = 0
+    worst = 0.0
+    lock = threading.Lock()
+    with _client(srv.url) as admin:
+        ajs = admin.jetstream(timeout=5.0)
+        s = stream_name("PCGF")
+        ajs.add_stream(name=s, subjects=[f"{s.lower()}.*"])
+        pcgroups.create_elastic(
+            ajs, s, "cg", 2, [pcgroups.PartitioningFilter(f"{s.lower()}.*", [1])]
+        )
+        pcgroups.add_members(ajs, s, "cg", ["m1"])
+        proxy = FaultProxy("127.0.0.1", srv.port)
+        try:
+            nc = _client(proxy.url, errors_seen)
+            try:
+
+                def handle(msg: Any) -> None:
+                    nonlocal again_after_ack, worst
+                    i = int(msg.data)
+                    with lock:
+                        again_after_ack += i in acked
+                        handled.append((msg.subject, i))
+                        first_try = [n for _, n in handled].count(i) == 1
+                    if i == FAULT_AT and first_try:
+                        fault.arm(proxy)
+                    started = time.monotonic()
+                    try:
+                        msg.ack_sync(timeout=CALL_TIMEOUT)
+                    except nats.NATSError as exc:
+                        kind = type(exc).__name__
+                        with lock:
+                            errors_seen[kind] = errors_seen.get(kind, 0) + 1
+                        return
+                    finally:
+                        worst = max(worst, time.monotonic() - started)
+                    with lock:
+                        acked[i] = acked.get(i, 0) + 1
+
+                config = ConsumerConfig(ack_wait=2.0, max_ack_pending=1)
+                js = nc.jetstream(timeout=CALL_TIMEOUT)
+                cc = pcgroups.elastic_consume(js, s, "cg", "m1", handle, config)
+                for i in range(CALLS):
+                    _publish_until_stored(ajs, f"{s.lower()}.k{i % 3}", b"%d" % i, f"p{i}")
+                deadline = time.monotonic() + 60.0
+                while time.monotonic() < deadline:
+                    with lock:
+                        if {n for _, n in handled} >= set(range(CALLS)):
+                            break
+                    threading.Event().wait(0.05)  # a poll of what the member handled
+                fault.finish(proxy)
+                _publish_until_stored(ajs, f"{s.lower()}.k0", b"%d" % CALLS, f"p{CALLS}")
+                deadline = time.monotonic() + 30.0
+                while CALLS not in acked and time.monotonic() < deadline:
+                    threading.Event().wait(0.05)  # a poll
+                works_after = CALLS in acked
+                cc.stop()
+                cc.wait(10)
+            finally:
+                nc.close()
+        finally:
+            proxy.close()
+        reconnects = proxy.accepted - 1
+        pcgroups.delete_elastic(ajs, s, "cg")
+        ajs.delete_stream(s)
+    for key in {k for k, _ in handled}:
+        firsts: List[int] = []
+        for k, n in handled:
+            if k == key and n not in firsts:
+                firsts.append(n)
+        assert firsts == sorted(firsts), f"{key} out of order: {firsts}"
+    if again_after_ack:
+        errors_seen["handled again after an ack"] = again_after_ack
+    redelivered = len(handled) - len({n for _, n in handled})
+    if redelivered:
+        errors_seen["redelivered"] = redelivered
+    if reconnects:
+        errors_seen["reconnects"] = reconnects
+    return {
+        "capability": "pcgroups member",
+        "fault": fault.name,
+        "calls": len({n for _, n in handled}),
+        "lost": len(set(range(CALLS + 1)) - {n for _, n in handled}),
+        "doubled": again_after_ack + sum(1 for n in acked.values() if n > 1),
+        "worst_call_s": round(worst, 2),
+        "timeout_s": CALL_TIMEOUT,
+        "errors": _errors(errors_seen),
+        "works_after": works_after,
+        "landed": fault.landed,
+    }
+
+
+def test_a_pcgroups_member_under_faults(own_server: NATSServer) -> None:
+    rows = [pcgroups_row(own_server, fault) for fault in faults(own_server)]
+    print_table(rows)
+    for row in rows:
+        assert row["calls"] == CALLS + 1, row
+        assert row["lost"] == 0 and row["doubled"] == 0, row
+        assert row["worst_call_s"] <= CALL_TIMEOUT + HANG_MARGIN, row
+        assert row["works_after"], row
         assert row["landed"] and row["errors"] != "-", row
