@@ -77,6 +77,7 @@ class Fault:
 
     def __init__(self) -> None:
         self.landed = False
+        self.struck_at = 0.0  # when it struck (time.monotonic())
         self._thread: Optional[threading.Thread] = None
 
     def arm(self, proxy: FaultProxy) -> None:
@@ -98,6 +99,7 @@ class Fault:
                     self.landed = True
                     break
                 threading.Event().wait(0.001)  # a poll of the proxy's counter
+            self.struck_at = time.monotonic()
             self.strike(proxy)
 
         self._thread = threading.Thread(target=run, name="fault", daemon=True)
@@ -130,6 +132,8 @@ class BlackHole(Fault):
     def arm(self, proxy: FaultProxy) -> None:
         seen = proxy.bytes_in[DOWN] + proxy.bytes_in["up"]
         proxy.black_hole()
+
+        self.struck_at = time.monotonic()
 
         def run() -> None:
             threading.Event().wait(FAULT_SPAN)  # the fault's span
