@@ -107,6 +107,9 @@ class ObjectLink(api.Base):
 
 @dataclass(repr=False)
 class ObjectMetaOptions(api.Base):
+    """An object's options: a ``link`` to another object or bucket, and the chunk size it was put
+    with."""
+
     link: Optional[ObjectLink] = None
     max_chunk_size: Optional[int] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -157,6 +160,7 @@ class ObjectInfo(api.Base):
         )
 
     def is_link(self) -> bool:
+        """True when the object is a link to another object or bucket."""
         return self.options is not None and self.options.link is not None
 
 
@@ -193,6 +197,7 @@ class ObjectStoreStatus:
 
     @property
     def description(self) -> Optional[str]:
+        """The bucket's description."""
         return self.stream_info.config.description
 
     @property
@@ -202,14 +207,17 @@ class ObjectStoreStatus:
 
     @property
     def storage_type(self) -> Optional[api.StorageType]:
+        """The bucket stream's storage (file or memory)."""
         return self.stream_info.config.storage
 
     @property
     def replicas(self) -> Optional[int]:
+        """The bucket stream's replica count."""
         return self.stream_info.config.num_replicas
 
     @property
     def sealed(self) -> bool:
+        """True when the bucket is sealed (read-only)."""
         return bool(self.stream_info.config.sealed)
 
     @property
@@ -219,15 +227,18 @@ class ObjectStoreStatus:
 
     @property
     def metadata(self) -> Optional[Dict[str, str]]:
+        """The bucket stream's metadata."""
         return self.stream_info.config.metadata
 
     @property
     def is_compressed(self) -> bool:
+        """True when the bucket's stream is compressed."""
         compression = self.stream_info.config.compression
         return compression is not None and compression != api.StoreCompression.NONE
 
     @property
     def backing_store(self) -> str:
+        """Always ``"JetStream"``."""
         return "JetStream"
 
 
@@ -502,10 +513,12 @@ class ObjectStore:
 
     @property
     def bucket(self) -> str:
+        """The bucket's name."""
         return self._name
 
     @property
     def stream_name(self) -> str:
+        """The name of the bucket's stream."""
         return self._stream
 
     def _where(self, name: str) -> str:
@@ -971,6 +984,7 @@ class ObjectStore:
                 out.append(info)
 
     def status(self) -> ObjectStoreStatus:
+        """The bucket's settings and size; BucketNotFoundError when the bucket is gone."""
         return ObjectStoreStatus(stream_info=self._stream_info(), bucket=self._name)
 
     def seal(self) -> None:
@@ -1063,6 +1077,7 @@ class ObjectWatcher:
         return self._take(None)
 
     def stop(self) -> None:
+        """Stop watching: the iteration ends."""
         self._msgs.stop()
 
     def __enter__(self) -> ObjectWatcher:
