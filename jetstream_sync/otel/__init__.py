@@ -60,7 +60,7 @@ recorded on it (``error.type``, an exception event, status ERROR).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Collection, Optional, TypeVar
+from typing import Any, Callable, Collection, Dict, Optional, TypeVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
@@ -70,9 +70,18 @@ from opentelemetry.trace import SpanKind
 
 from .. import _observe
 from .._version import __version__
-from ..errors import SlowConsumerError
+from ..errors import NotFoundError, SlowConsumerError
 from ._patches import Patches
-from ._telemetry import SYSTEM, Telemetry
+from ._telemetry import (
+    SYSTEM,
+    Telemetry,
+    api_template,
+    api_words,
+    error_type,
+    metric_destination,
+    split_api,
+    takes_not_found,
+)
 
 __all__ = ["JetStreamSyncInstrumentor"]
 
@@ -94,32 +103,53 @@ class _Observer:
             self._t.slow_consumers.add(1, {"messaging.system": SYSTEM})
 
     def dropped(self, subject: str) -> None:
-        self._t.dropped.add(1, {"messaging.system": SYSTEM, "messaging.destination.name": subject})
+        self._t.dropped.add(1, {"messaging.system": SYSTEM, **metric_destination(subject)})
 
     def reconnected(self) -> None:
         self._t.reconnects.add(1, {"messaging.system": SYSTEM})
 
     def api_call(self, subject: str, call: Callable[[], T]) -> T:
-        words = _api_words(subject)
+        prefix, rest = split_api(subject)
+        words, _ = api_words(rest)
         attrs = {
             "messaging.system": SYSTEM,
             "messaging.destination.name": subject,
+            # (the metrics' destination: the call without its stream or consumer names)
+            "messaging.destination.template": api_template(prefix, rest),
             "messaging.operation.type": "send",
             "messaging.operation.name": words,
         }
-        with self._t.operation(f"jetstream {words}", SpanKind.CLIENT, attrs):
-            return call()
+        expected = takes_not_found(words)
+        op = self._t.operation(f"jetstream {words}", SpanKind.CLIENT, attrs)
+        try:
+            result = call()
+        except BaseException as exc:
+            if expected and isinstance(exc, NotFoundError):
+                op.span.set_attribute("messaging.nats.api.not_found", True)
+                op.span.add_event(
+                    "not found (expected)",
+                    {"exception.type": error_type(exc), "exception.message": str(exc)},
+                )
+                op.finish(None)
+            else:
+                op.finish(exc)
+            raise
+        if words in _CONSUMER_INFOS and isinstance(result, dict):
+            self._consumer_info(result)
+        op.finish(None)
+        return result
+
+    def _consumer_info(self, info: Dict[str, Any]) -> None:
+        """A consumer's info (it was created, or looked up): remember an ephemeral one's
+        name."""
+        name = info.get("name")
+        config = info.get("config")
+        if isinstance(name, str) and isinstance(config, dict) and not config.get("durable_name"):
+            self._t.ephemeral.put(name, True)
 
 
-def _api_words(subject: str) -> str:
-    """``STREAM.INFO`` of ``$JS.API.STREAM.INFO.orders`` (the call, not its names)."""
-    _, sep, rest = subject.partition(".API.")
-    tokens = (rest if sep else subject).split(".")
-    if tokens and tokens[0] in ("STREAM", "CONSUMER", "DIRECT") and len(tokens) > 1:
-        if tokens[1] in ("MSG", "DURABLE", "LEADER", "PEER") and len(tokens) > 2:
-            return ".".join(tokens[:3])
-        return ".".join(tokens[:2])
-    return tokens[0] if tokens else subject
+# The API calls whose answer is a consumer's info.
+_CONSUMER_INFOS = frozenset(("CONSUMER.CREATE", "CONSUMER.DURABLE.CREATE", "CONSUMER.INFO"))
 
 
 class JetStreamSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]
