@@ -34,7 +34,9 @@ What it makes (OpenTelemetry messaging semantic conventions, ``messaging.system=
   ``messaging.nats.stream.name`` and ``.sequence``, or with the error. The current trace
   context is injected as W3C ``traceparent`` / ``tracestate`` and ``baggage`` headers; a
   message without headers gets them only while instrumented, and a user's own
-  ``traceparent`` is never overwritten.
+  ``traceparent`` is never overwritten. A message that fits in max_payload without them
+  but not with them is sent without them (``messaging.nats.trace_context.injected`` false
+  on its span, and an event): tracing never makes a publish fail.
 * ``request <subject>`` CLIENT spans; a callback given a core message with a reply subject
   runs in a ``process <subject>`` SERVER span (micro endpoints too), other callbacks in
   CONSUMER ``process`` spans whose parent is the producer's span (from the headers).
@@ -42,16 +44,26 @@ What it makes (OpenTelemetry messaging semantic conventions, ``messaging.system=
   iteration, ``fetch``, ``next`` and ``messages()``: the caller's current span is their
   parent and the producer's a link; with no current span, the producer's is the parent.
 * ``ack|nak|term|in_progress|ack_sync <subject>`` CLIENT spans (operation type ``settle``)
-  with ``messaging.nats.message.delivery_count``.
+  with ``messaging.nats.message.delivery_count``, in the message's trace: in a callback the
+  child of its process span; after ``fetch`` / ``next`` / ``next_msg`` returned, the child
+  of the message's receive span (no span current) or linked to it (from the caller's span).
 * ``jetstream <API words>`` CLIENT spans for every JetStream API call (streams, consumers,
   KV and Object Store management), and ``jetstream DIRECT.GET <stream>`` for a batched
   direct get (``get_batch``, ``get_last_msgs_for``, ``get_msgs``: one span for the whole
-  iteration); the requests and inbox reads made inside make no spans of their own.
+  iteration); the requests and inbox reads made inside make no spans of their own. The
+  durable lookup of ``pull_subscribe`` / ``subscribe``, whose not-found is their expected
+  path (they create the consumer then), is no error span when it finds nothing
+  (``messaging.nats.api.not_found`` and an event instead).
 * Metrics: ``messaging.client.sent.messages``, ``messaging.client.consumed.messages``,
   ``messaging.client.operation.duration``, ``messaging.process.duration`` (semantic
   conventions), and ``nats.client.sent.bytes``, ``nats.client.consumed.bytes``,
   ``nats.client.acks`` (by ``messaging.operation.name``), ``nats.client.dropped.messages``,
   ``nats.client.slow_consumer.events``, ``nats.client.reconnects``, ``nats.client.errors``.
+  Their attributes have a low cardinality: a subject the client makes from unbounded names
+  (a KV key's, an Object Store chunk's, an inbox, a JetStream API call's) is counted by its
+  ``messaging.destination.template`` (``$KV.<bucket>.>``, ``_INBOX.>``,
+  ``$JS.API.CONSUMER.CREATE.>``; see ``_telemetry.destination_template``) instead of its
+  name, and an ephemeral consumer's made-up name is left out; spans keep both.
 
 Every span ends however its call ends: a timeout, a dropped connection or an error is
 recorded on it (``error.type``, an exception event, status ERROR).
@@ -70,7 +82,7 @@ from opentelemetry.trace import SpanKind
 
 from .. import _observe
 from .._version import __version__
-from ..errors import NotFoundError, SlowConsumerError
+from ..errors import ConsumerNotFoundError, SlowConsumerError
 from ._patches import Patches
 from ._telemetry import (
     SYSTEM,
@@ -124,7 +136,7 @@ class _Observer:
         try:
             result = call()
         except BaseException as exc:
-            if expected and isinstance(exc, NotFoundError):
+            if expected and isinstance(exc, ConsumerNotFoundError):
                 op.span.set_attribute("messaging.nats.api.not_found", True)
                 op.span.add_event(
                     "not found (expected)",
