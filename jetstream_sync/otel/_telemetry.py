@@ -497,7 +497,7 @@ class Telemetry:
         name made up per consumer (an ephemeral consumer's)."""
         out = {key: attrs[key] for key in _METRIC_KEYS if key in attrs}
         if TEMPLATE in out:
-            del out[DEST]
+            out.pop(DEST, None)
         group = out.get(GROUP)
         if group and group in self.ephemeral:
             del out[GROUP]
