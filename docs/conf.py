@@ -1,0 +1,49 @@
+"""Sphinx configuration of the jetstream_sync docs site (built by ``docs/build``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+sys.path.insert(0, str(HERE.parent))
+
+import jetstream_sync  # noqa: E402
+
+project = "jetstream_sync"
+author = "the jetstream_sync authors"
+copyright = "the jetstream_sync authors"  # noqa: A001
+release = jetstream_sync.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+    "jss_apiref",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "ARCHITECTURE.md"]
+# README-relative links in included pages (../jetstream_sync/..., tests/...) point at the
+# source tree, not at pages of the site: leave them as plain links.
+suppress_warnings = ["myst.xref_missing"]
+
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 4
+
+# autodoc: signatures as written, members in source order, types in the signature.
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+autodoc_preserve_defaults = True
+autoclass_content = "both"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+html_theme = "furo"
+html_title = f"jetstream_sync {release}"
+html_static_path: list[str] = []
+html_show_sourcelink = False
