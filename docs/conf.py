@@ -13,7 +13,7 @@ import jetstream_sync  # noqa: E402
 
 project = "jetstream_sync"
 author = "the jetstream_sync authors"
-copyright = "the jetstream_sync authors"  # noqa: A001
+copyright = "the jetstream_sync authors"
 release = jetstream_sync.__version__
 version = release
 

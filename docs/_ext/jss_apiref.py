@@ -241,7 +241,9 @@ def _setup_directive() -> Any:
                 )
                 ref += nodes.literal(target, target, classes=["xref", "py", "py-obj"])
                 paragraph += ref
-                domain.note_object(fullname, objtype, node_id, aliased=True, location=self.get_location())
+                domain.note_object(
+                    fullname, objtype, node_id, aliased=True, location=self.get_location()
+                )
                 items += nodes.list_item("", paragraph)
             return [items]
 
