@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import os
 import pkgutil
 import sys
 from dataclasses import dataclass
@@ -143,7 +144,7 @@ def entries(package: str = PACKAGE) -> List[Entry]:
 
 
 def _title(modname: str, module: Any) -> str:
-    return f"``{modname}``"
+    return modname.replace("_", r"\_")
 
 
 def render_page(modname: str, all_entries: List[Entry]) -> str:
@@ -195,7 +196,10 @@ def write_pages(outdir: Path, package: str = PACKAGE) -> List[str]:
         path = outdir / f"{modname}.rst"
         text = render_page(modname, all_entries)
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+            # atomically: two builds at once (pytest-xdist workers) never read half a page
+            partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            partial.write_text(text, encoding="utf-8")
+            os.replace(partial, path)
         written.append(path.name)
     for stale in outdir.glob(f"{package}*.rst"):
         if stale.name not in written:

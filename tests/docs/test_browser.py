@@ -149,6 +149,7 @@ def test_a_reference_page_renders(browser: Any, site: str, artifacts: Path) -> N
     body = signature.find_element(By.XPATH, "following-sibling::dd")
     assert body.text.strip(), "pull_subscribe's description is empty"
     assert "jetstream_sync.jetstream.pull" in browser.title
+    browser.execute_script("arguments[0].scrollIntoView()", signature)
     browser.save_screenshot(str(artifacts / "docs-reference.png"))
 
 
