@@ -6,7 +6,9 @@ failure, with Sphinx's output."""
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import os
 import subprocess
 import sys
 import zlib
@@ -29,11 +31,27 @@ def _missing_build_tools() -> str:
 
 @pytest.fixture(scope="session")
 def docs_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The built site's html directory."""
+    """The built site's html directory: built once per run, under pytest-xdist too (the
+    workers share the run's temporary root; the first to take the lock builds)."""
     missing = _missing_build_tools()
     if missing:
         pytest.skip(missing)
-    out = tmp_path_factory.mktemp("docs")
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    out = root / "jss-docs"
+    with open(root / "jss-docs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        failed = out / "failed.txt"
+        if not (out / "html" / "objects.inv").is_file() and not failed.is_file():
+            _build(out)
+    if failed.is_file():
+        pytest.fail(failed.read_text(), pytrace=False)
+    return out / "html"
+
+
+def _build(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
         "-m",
@@ -50,11 +68,9 @@ def docs_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        pytest.fail(
-            f"the docs build failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}",
-            pytrace=False,
+        (out / "failed.txt").write_text(
+            f"the docs build failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
         )
-    return out / "html"
 
 
 def read_inventory(path: Path) -> Dict[str, Dict[str, str]]:
