@@ -40,6 +40,8 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
 autoclass_content = "both"
+# a long signature (connect has forty options) gets one parameter a line
+python_maximum_signature_line_length = 88
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 

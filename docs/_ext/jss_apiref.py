@@ -162,7 +162,10 @@ def render_page(modname: str, all_entries: List[Entry]) -> str:
         "",
     ]
     homed = [e for e in all_entries if e.home == modname]
-    reexported = [e for e in all_entries if modname in e.modules and e.home != modname]
+    reexported = sorted(
+        (e for e in all_entries if modname in e.modules and e.home != modname),
+        key=lambda e: (e.name.lower(), e.name),
+    )
     if reexported:
         lines += [
             "Also importable from here",
