@@ -22,15 +22,15 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
+    # plots drawn with matplotlib at build time (the benchmarks): in MyST, a ```{eval-rst}```
+    # block holding a `.. plot::` directive (a ```{plot}``` fence is not supported)
+    "matplotlib.sphinxext.plot_directive",
     "jss_apiref",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "ARCHITECTURE.md"]
-# README-relative links in included pages (../jetstream_sync/..., tests/...) point at the
-# source tree, not at pages of the site: leave them as plain links.
-suppress_warnings = ["myst.xref_missing"]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 4
@@ -44,6 +44,11 @@ autoclass_content = "both"
 python_maximum_signature_line_length = 88
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+
+plot_formats = [("png", 110)]
+plot_html_show_formats = False
+plot_html_show_source_link = False
+plot_include_source = False
 
 html_theme = "furo"
 html_title = f"jetstream_sync {release}"
