@@ -10,11 +10,12 @@ from __future__ import annotations
 import enum
 import importlib
 import inspect
+import subprocess
+import sys
+from pathlib import Path
 from typing import Dict, List
 
 import jss_apiref
-
-PY_ROLES = ("py:module", "py:class", "py:exception", "py:function", "py:data", "py:method")
 
 
 def _py(inventory: Dict[str, Dict[str, str]], name: str) -> List[str]:
@@ -102,3 +103,29 @@ def test_a_reexported_name_leads_to_its_home(inventory: Dict[str, Dict[str, str]
     assert home == "api/jetstream_sync.client.html#jetstream_sync.client.Client"
     client = importlib.import_module("jetstream_sync").Client
     assert client is importlib.import_module("jetstream_sync.client").Client
+
+
+def test_importing_every_public_module_starts_nothing() -> None:
+    # autodoc imports them all: no thread, no process (a server, Spark's JVM), no instrumenting
+    script = """
+import importlib, os, subprocess, sys, threading
+sys.path.insert(0, sys.argv[1])
+import jss_apiref
+for name in jss_apiref.public_modules():
+    importlib.import_module(name)
+import jetstream_sync._observe as observe
+children = subprocess.run(["ps", "--ppid", str(os.getpid()), "-o", "cmd="],
+                          capture_output=True, text=True).stdout.split("\\n")
+print(sorted(t.name for t in threading.enumerate()))
+print([c for c in children if c and not c.startswith("ps ")])
+print(observe.observer)
+"""
+    ext = str(Path(__file__).resolve().parents[2] / "docs" / "_ext")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, ext], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    threads, children, observer = proc.stdout.splitlines()
+    assert threads == "['MainThread']"
+    assert children == "[]"
+    assert observer == "None"
