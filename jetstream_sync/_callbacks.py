@@ -89,6 +89,7 @@ class Hooks:
         self._reconnect.append(fn)
 
     def remove_reconnect_hook(self, fn: Callable[[], None]) -> None:
+        """Stop running ``fn`` after reconnects (nothing if it is not there)."""
         try:
             self._reconnect.remove(fn)
         except ValueError:
@@ -102,12 +103,15 @@ class Hooks:
             self._close.append(fn)
 
     def remove_close_hook(self, fn: Callable[[], None]) -> None:
+        """Stop running ``fn`` at close (nothing if it is not there)."""
         try:
             self._close.remove(fn)
         except ValueError:
             pass
 
     def run_reconnect_hooks(self) -> None:
+        """Run every reconnect hook (on the network thread); a hook's exception goes to
+        ``on_error`` and the others still run."""
         for hook in list(self._reconnect):
             try:
                 hook()
@@ -115,6 +119,7 @@ class Hooks:
                 self._on_error(exc)
 
     def run_close_hooks(self) -> None:
+        """Run every close hook; a hook's exception is logged and the others still run."""
         for hook in self._close:
             try:
                 hook()

@@ -37,9 +37,11 @@ class Waiter:
         self.subject = subject  # a request's subject: a denied publish fails it at once
 
     def ready(self) -> bool:
+        """True once woken."""
         return not self.lock.locked()
 
     def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
+        """Hand over ``msg`` or ``error`` and wake the waiting caller; a second wake is ignored."""
         self.msg = msg
         self.error = error
         try:
@@ -59,6 +61,7 @@ class Forget:
         self.sub = sub
 
     def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
+        """Remove the subscription from the routing table."""
         self.subs.pop(self.sub.sid, None)  # sids are never reused
 
 
@@ -74,6 +77,7 @@ class Move:
         self.conn = conn
 
     def wake(self, msg: Optional[Msg] = None, error: Optional[errors.NATSError] = None) -> None:
+        """Shut the socket down, unless the connection was lost already (``error``)."""
         if error is None:
             self.conn.shutdown()
 
@@ -147,12 +151,15 @@ class Conn:
         return 0 if self.quiet else select.EPOLLIN | select.EPOLLPRI
 
     def quiet_begin(self) -> None:
+        """One more thread reads its own answers: the first turns the epoll's interest in data
+        off."""
         with self.quiet_lock:
             self.quiet += 1
             if self.quiet == 1:
                 self._watch(0)
 
     def quiet_end(self) -> None:
+        """That thread is done: the last one turns the epoll's interest in data back on."""
         with self.quiet_lock:
             self.quiet -= 1
             if self.quiet == 0:

@@ -144,6 +144,8 @@ def _not_js(reply: str) -> str:
 
 
 def nak_payload(delay: Optional[float]) -> bytes:
+    """The body of a -NAK: with ``delay`` (seconds), the redelivery delay in nanoseconds as JSON.
+    BadTimeoutError on a bad delay."""
     if delay is None:
         return NAK
     seconds = check_timeout(delay, "nak delay")
@@ -151,6 +153,8 @@ def nak_payload(delay: Optional[float]) -> bytes:
 
 
 def term_payload(reason: Optional[str]) -> bytes:
+    """The body of a +TERM, with ``reason`` after it; InvalidArgumentError when the reason is not
+    a str on one line."""
     if reason is None:
         return TERM
     if not isinstance(reason, str) or "\r" in reason or "\n" in reason:
@@ -159,6 +163,7 @@ def term_payload(reason: Optional[str]) -> bytes:
 
 
 def already_acked(msg: Msg) -> errors.MsgAlreadyAckdError:
+    """The error for a second acknowledgement of ``msg``."""
     return errors.MsgAlreadyAckdError(
         f"message {msg.reply!r} was already acknowledged (ack, ack_sync, nak or term)"
     )

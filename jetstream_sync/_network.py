@@ -121,6 +121,7 @@ class Network:
         self._report(unreachable)
 
     def start_pings(self, timers: Timers) -> None:
+        """Start the keep-alive pings on ``timers``, the first one ``ping_interval`` from now."""
         self.timers = timers
         timers.call_later(self.ping_interval, self._ping_tick)
 
@@ -167,6 +168,8 @@ class Network:
     # --- the network thread: read, and reconnect when the socket dies -------------------
 
     def run(self) -> None:
+        """The network thread: read the connection until it fails, then reconnect (or shut the
+        client down when reconnecting is off or gives up), until the client closes."""
         link = self._link
         conn = link.conn
         if conn is None and link.state is RECONNECTING:  # retry_on_failed_connect

@@ -32,6 +32,7 @@ class NUID:
         self._inc = _MIN_INC + secrets.randbelow(_MAX_INC - _MIN_INC)
 
     def next(self) -> str:
+        """A new unique id."""
         with self._lock:
             self._seq += self._inc
             if self._seq >= _MAX_SEQ:

@@ -52,6 +52,8 @@ _CALLBACKS = (
 
 
 def check_positive_int(value: Any, what: str, *, allow_none: bool = False) -> Optional[int]:
+    """Return ``value`` if it is an int > 0 (or None where ``allow_none``); InvalidArgumentError
+    naming ``what`` otherwise."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

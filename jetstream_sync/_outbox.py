@@ -63,6 +63,8 @@ PingWaiter = Optional[Union[Waiter, Forget, Move]]
 
 
 def size_line(n: int) -> bytes:
+    """The size line of a PUB frame (the number ``n`` and CRLF), kept in SIZE_LINES (up to 65,536
+    sizes)."""
     line = b"%d\r\n" % n
     if len(SIZE_LINES) < 65536:
         SIZE_LINES[n] = line
@@ -70,6 +72,8 @@ def size_line(n: int) -> bytes:
 
 
 def as_bytes(data: Any, what: str = "data") -> bytes:
+    """``data`` as bytes (bytearray and memoryview are copied); InvalidArgumentError naming
+    ``what`` for any other type."""
     if isinstance(data, bytes):
         return data
     if isinstance(data, (bytearray, memoryview)):
@@ -114,6 +118,8 @@ class Outbox:
     # --- frames -------------------------------------------------------------------------
 
     def cache_prefix(self, subject: Any) -> bytes:
+        """The checked ``PUB <subject> `` prefix of ``subject``, kept in the publish cache
+        (cleared at 4,096 subjects); raises the subject check's error."""
         prefix = proto.pub_prefix(subject, None, self.check_subjects)
         if len(self.pub_cache) >= 4096:
             self.pub_cache.clear()
@@ -144,6 +150,8 @@ class Outbox:
         ), size
 
     def check_payload(self, size: int) -> None:
+        """Raise MaxPayloadError when a message of ``size`` bytes exceeds the server's
+        max_payload."""
         if size > self.max_payload:
             raise errors.MaxPayloadError(
                 f"message of {size} bytes (headers included) exceeds the server's "
@@ -348,6 +356,8 @@ class Outbox:
             self.enqueue_locked(frame)
 
     def enqueue_locked(self, frame: bytes) -> None:
+        """``enqueue`` for a caller holding wlock: the frame is dropped while not connected (the
+        reconnect resubscribes from the table)."""
         # While disconnected, SUB/UNSUB are not buffered: the reconnect handshake
         # re-subscribes from the table, which must change in the same critical section.
         if self.link.state is CONNECTED:
@@ -371,6 +381,7 @@ class Outbox:
             self.kick.set()
 
     def on_pong(self) -> None:
+        """A PONG arrived: the oldest ping's frames are confirmed, and its waiter is woken."""
         try:
             waiter, mark = self.pings.popleft()
         except IndexError:
@@ -410,6 +421,7 @@ class Outbox:
 
     @property
     def out_msgs(self) -> int:
+        """Messages published so far: frames written, queued or dropped, less the control frames."""
         return self.written_frames + len(self.out) + self.dropped_frames - self.ctl_frames
 
     # --- out to the socket --------------------------------------------------------------

@@ -156,6 +156,7 @@ class Parser:
 
     @property
     def max_payload(self) -> int:
+        """The largest MSG payload accepted; a larger one is a ProtocolError."""
         return self._max_payload
 
     @max_payload.setter
@@ -165,6 +166,7 @@ class Parser:
 
     @property
     def max_control_line(self) -> int:
+        """The longest control line accepted; a longer one is a ProtocolError."""
         return self._max_control_line
 
     @max_control_line.setter
@@ -173,6 +175,7 @@ class Parser:
         self._lines.clear()
 
     def receive_data(self, data: bytes) -> None:
+        """Append received bytes; raises the parser's error once it is broken."""
         if self._broken is not None:
             raise self._broken
         if data:
@@ -180,6 +183,7 @@ class Parser:
             self._buffered += len(data)
 
     def next_event(self) -> Event:
+        """The next complete event, or NEED_DATA."""
         if not self._pending:
             self._pending = self.events()
             self._pending.reverse()
@@ -193,6 +197,8 @@ class Parser:
         return self._buffered
 
     def events(self) -> List[Event]:
+        """Every complete event in the bytes received so far. ProtocolError on malformed data,
+        and from then on at every call."""
         if self._broken is not None:
             raise self._broken
         if self._pending:
@@ -421,6 +427,8 @@ def check_subscribe_subject(subject: Any, what: str = "subject") -> str:
 
 
 def check_queue(queue: Any) -> str:
+    """Return ``queue`` if it can name a queue group (a non-empty str without whitespace);
+    BadSubjectError otherwise."""
     _check_common(queue, "queue name")
     return queue  # type: ignore[no-any-return]
 
@@ -458,6 +466,7 @@ def _check_pub(subject: Any, what: str, grammar: bool) -> None:
 
 
 def hpub_prefix(subject: str, reply: Optional[str] = None, check: bool = True) -> bytes:
+    """``HPUB <subject> [reply] `` with both checked (``check=False``: as pub_prefix)."""
     _check_pub(subject, "subject", check)
     if reply:
         _check_pub(reply, "reply subject", check)
@@ -466,12 +475,14 @@ def hpub_prefix(subject: str, reply: Optional[str] = None, check: bool = True) -
 
 
 def encode_pub(subject: str, payload: bytes, reply: Optional[str] = None) -> bytes:
+    """A whole PUB frame: subject, reply, size and payload."""
     return PUB_TEMPLATE % (pub_prefix(subject, reply), len(payload), payload)
 
 
 def encode_hpub(
     subject: str, header_block: bytes, payload: bytes, reply: Optional[str] = None
 ) -> bytes:
+    """A whole HPUB frame: subject, reply, sizes, header block and payload."""
     hlen = len(header_block)
     return HPUB_TEMPLATE % (
         hpub_prefix(subject, reply),
@@ -483,12 +494,15 @@ def encode_hpub(
 
 
 def encode_sub(subject: str, sid: int, queue: Optional[str] = None) -> bytes:
+    """A SUB frame for ``subject`` and ``sid``, with the ``queue`` group if any."""
     if queue:
         return b"SUB %b %b %d\r\n" % (_enc(subject), _enc(queue), sid)
     return b"SUB %b %d\r\n" % (_enc(subject), sid)
 
 
 def encode_unsub(sid: int, max_msgs: Optional[int] = None) -> bytes:
+    """An UNSUB frame for ``sid``; with ``max_msgs``, the server ends it after that many
+    messages."""
     if max_msgs is not None:
         return b"UNSUB %d %d\r\n" % (sid, max_msgs)
     return b"UNSUB %d\r\n" % sid

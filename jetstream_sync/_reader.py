@@ -263,5 +263,6 @@ class Reader:
 
     @staticmethod
     def quiet_end(conn: Optional[Conn]) -> None:
+        """End what ``quiet_begin`` started on ``conn`` (nothing for None)."""
         if conn is not None:
             conn.quiet_end()

@@ -48,33 +48,41 @@ class ServerURL(str):
 
     @property
     def scheme(self) -> str:
+        """The URL's scheme (``nats`` or ``tls``)."""
         return self._parts().scheme
 
     @property
     def hostname(self) -> Optional[str]:
+        """The host name or address."""
         return self._parts().hostname
 
     @property
     def port(self) -> Optional[int]:
+        """The port, or None when the URL has none."""
         return self._parts().port
 
     @property
     def netloc(self) -> str:
+        """The network location: host and port."""
         return self._parts().netloc
 
     @property
     def path(self) -> str:
+        """The URL's path (usually empty)."""
         return self._parts().path
 
     @property
     def username(self) -> Optional[str]:
+        """Always None: the URL never carries credentials."""
         return None  # credentials are never in it
 
     @property
     def password(self) -> Optional[str]:
+        """Always None: the URL never carries credentials."""
         return None
 
     def geturl(self) -> str:
+        """The URL as a plain str."""
         return str(self)
 
 
@@ -105,6 +113,8 @@ class ServerVersion:
 
     @property
     def dev(self) -> str:
+        """The pre-release and build parts, joined by ``+`` when there is a build (``""`` for a
+        release)."""
         return "+".join((self.prerelease, self.build)) if self.build else self.prerelease
 
     def _key(self) -> Tuple[int, int, int, int, str]:
@@ -178,6 +188,8 @@ class Server:
 
     @property
     def url(self) -> str:
+        """The server's URL without credentials: ``scheme://host:port`` (an IPv6 host in
+        brackets)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}"
 
@@ -186,6 +198,9 @@ class Server:
 
 
 def parse_url(url: str, implicit: bool = False) -> Server:
+    """The Server a URL names (``nats://`` or ``tls://``; no scheme means ``nats://``, no port
+    4222, ``user@`` alone a token). ``implicit`` marks a server learned from the cluster
+    rather than given. InvalidArgumentError for a bad URL."""
     if not isinstance(url, str) or not url.strip():
         raise errors.InvalidArgumentError(f"server URL must be a non-empty str, got {url!r}")
     text = url.strip()
@@ -365,6 +380,7 @@ class ServerPool:
 
     @staticmethod
     def count_attempt(server: Server) -> None:
+        """Note a connection attempt to ``server``: its time, and one more try in a row."""
         server.last_attempt = time.monotonic()
         server.reconnects += 1
 

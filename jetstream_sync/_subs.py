@@ -94,6 +94,7 @@ class SubscriptionTable:
         )
 
     def auto_unsubscribe(self, sub: Subscription, limit: int) -> None:
+        """Ask the server to end ``sub`` after ``limit`` messages in total (UNSUB with a count)."""
         self._outbox.enqueue(proto.encode_unsub(sub.sid, limit))
 
     def retire(self, sub: Subscription) -> None:

@@ -61,10 +61,12 @@ class Deadline:
         self.what = what
 
     def remaining(self) -> float:
+        """Seconds left, 0 once passed."""
         return max(0.0, self.at - time.monotonic())
 
     @property
     def expired(self) -> bool:
+        """True once the deadline has passed."""
         return time.monotonic() >= self.at
 
     def check(self) -> float:

@@ -26,10 +26,13 @@ class Timer:
         self.cancelled = False
 
     def cancel(self) -> None:
+        """Cancel the call: it will not run (nothing if it ran already)."""
         self.cancelled = True
 
 
 class Timers:
+    """The timer thread of one client and its heap of deadlines."""
+
     def __init__(self, name: str, on_error: Callable[[BaseException], None]) -> None:
         self._heap: List[Tuple[float, int, Timer]] = []
         self._seq = itertools.count()
@@ -40,6 +43,8 @@ class Timers:
         self._thread.start()
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
+        """Run ``fn`` on the timer thread ``delay`` seconds from now (at once if negative);
+        returns a Timer to cancel it."""
         timer = Timer(time.monotonic() + max(0.0, delay), fn)
         with self._cond:
             heapq.heappush(self._heap, (timer.deadline, next(self._seq), timer))
@@ -48,6 +53,8 @@ class Timers:
         return timer
 
     def stop(self, join: bool = True) -> None:
+        """Stop the thread and drop the pending calls; ``join`` waits for it (up to 5 s) unless
+        called from the timer thread itself."""
         with self._cond:
             self._stopped = True
             self._heap.clear()

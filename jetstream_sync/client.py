@@ -340,8 +340,7 @@ class Client(NatsPyPrivateNames):
         :class:`~jetstream_sync.TimeoutError` when no reply came in time. ``payload=`` is
         nats-py's name for ``data``. ``old_style`` (nats-py: one inbox subscription per
         request) is accepted and changes nothing the caller sees: the shared inbox used
-        here gives the same reply, errors and timeout.
-        """
+        here gives the same reply, errors and timeout."""
         if payload is not None:
             data = _payload(data, payload)
         if not isinstance(old_style, bool):
@@ -461,8 +460,7 @@ class Client(NatsPyPrivateNames):
         """Send what is buffered (best effort, at most 2 s), close the socket, end every
         subscription; disconnected_cb (when connected) then closed_cb, as nats-py.
 
-        Idempotent. Messages still queued in subscriptions stay readable.
-        """
+        Idempotent. Messages still queued in subscriptions stay readable."""
         self._close(_CLOSE_WRITE)
 
     def _close(self, linger: float) -> None:
@@ -562,6 +560,7 @@ class Client(NatsPyPrivateNames):
 
     @property
     def is_closed(self) -> bool:
+        """True once the client is closed or closing."""
         return self._link.state is CLOSED or self._link.closing
 
     @property
@@ -580,10 +579,12 @@ class Client(NatsPyPrivateNames):
 
     @property
     def server_info(self) -> Dict[str, Any]:
+        """A copy of the INFO the server last sent (empty before the first connection)."""
         return dict(self._network.server_info)
 
     @property
     def max_payload(self) -> int:
+        """The largest payload the server accepts, in bytes (from its INFO; 1 MiB until then)."""
         return self._outbox.max_payload
 
     @property
@@ -656,8 +657,7 @@ class Client(NatsPyPrivateNames):
 
     def set_server_pool(self, servers: List[str]) -> None:
         """Replace the server pool (nats-py's name): the next reconnect picks from these
-        URLs. The current connection stays; servers kept keep their state; discovery goes on.
-        """
+        URLs. The current connection stays; servers kept keep their state; discovery goes on."""
         if self.is_closed:
             raise errors.ConnectionClosedError("set_server_pool: the client is closed")
         if isinstance(servers, str) or not isinstance(servers, (list, tuple)) or not servers:

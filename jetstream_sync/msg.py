@@ -45,6 +45,7 @@ class Headers(Mapping[str, str]):
                 self._map.setdefault(key, []).extend(value)
 
     def add(self, key: str, value: str) -> None:
+        """Add ``value`` to the values of ``key``, after those it has."""
         self._map.setdefault(key, []).append(value)
 
     def _find(self, key: str) -> Optional[List[str]]:
@@ -63,9 +64,12 @@ class Headers(Mapping[str, str]):
         return values[0]
 
     def get_all(self, key: str) -> List[str]:
+        """Every value of ``key`` in order (exact key first, then a case-insensitive match); an
+        empty list when there is none."""
         return list(self._find(key) or ())
 
     def multi_items(self) -> Iterator[Tuple[str, str]]:
+        """Every (key, value) pair, in order, a key once per value."""
         for key, values in self._map.items():
             for value in values:
                 yield key, value
@@ -278,6 +282,8 @@ class Msg:
 
     @property
     def description(self) -> str:
+        """The description of the header block's status line (as ``No Messages``), ``""`` when
+        there is none."""
         return self._parsed()[1]
 
     @property

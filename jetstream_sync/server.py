@@ -254,38 +254,47 @@ class NATSServer:
 
     @property
     def port(self) -> int:
+        """The client port; ServerLaunchError before the first start."""
         if self._port is None:
             raise ServerLaunchError("server has not been started yet")
         return self._port
 
     @property
     def url(self) -> str:
+        """The client URL, ``nats://host:port``; ServerLaunchError before the first start."""
         return f"nats://{_url_host(_connect_host(self.host))}:{self.port}"
 
     @property
     def monitoring_url(self) -> Optional[str]:
+        """The HTTP monitoring URL, or None when monitoring is off or the server has not started."""
         if self._monitoring_port is None:
             return None
         return f"http://{_url_host(_connect_host(self.host))}:{self._monitoring_port}"
 
     @property
     def store_dir(self) -> str:
+        """The JetStream store directory (the one given, or one in the temporary directory);
+        ServerLaunchError before the first start."""
         if self._store_dir is None:
             raise ServerLaunchError("server has not been started yet")
         return self._store_dir
 
     @property
     def pid(self) -> Optional[int]:
+        """The process id of the server process, None when none was started."""
         proc = self._res.proc
         return proc.pid if proc is not None else None
 
     @property
     def is_running(self) -> bool:
+        """True while the server process runs (a paused one too)."""
         proc = self._res.proc
         return proc is not None and proc.poll() is None
 
     @property
     def log_path(self) -> Optional[str]:
+        """The server's log file: ``trace_log`` when given, else ``server.log`` in the temporary
+        directory; None before the first start."""
         if self.trace_log is not None:
             return self.trace_log
         if self._tmpdir is None:
@@ -293,6 +302,7 @@ class NATSServer:
         return os.path.join(self._tmpdir, "server.log")
 
     def log_text(self) -> str:
+        """The server log's text so far, ``""`` when there is none."""
         path = self.log_path
         if path is None:
             return ""
@@ -384,6 +394,7 @@ class NATSServer:
         raise ServerLaunchError(f"nats-server (pid {pid}) did not {what} within {timeout} s")
 
     def resume(self) -> None:
+        """Let a paused server run again (SIGCONT); ServerLaunchError when it is not running."""
         self._signal(signal.SIGCONT)
 
     def lame_duck(self) -> None:
@@ -605,10 +616,12 @@ class NATSCluster:
 
     @property
     def urls(self) -> List[str]:
+        """The client URLs of the nodes, in order."""
         return [s.url for s in self.servers]
 
     @property
     def url(self) -> str:
+        """The client URLs of every node, comma-separated (as ``connect`` takes them)."""
         return ",".join(self.urls)
 
     def start(self) -> NATSCluster:

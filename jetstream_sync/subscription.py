@@ -263,6 +263,7 @@ class Subscription:
 
     @property
     def subject(self) -> str:
+        """The subject (or wildcard) subscribed to."""
         return self._subject
 
     @property
@@ -290,6 +291,7 @@ class Subscription:
 
     @property
     def pending_bytes(self) -> int:
+        """Payload bytes queued and not yet taken."""
         return max(0, self._in_bytes - self._out_bytes)
 
     @property
@@ -299,6 +301,8 @@ class Subscription:
 
     @property
     def max_msgs(self) -> int:
+        """The number of messages after which the subscription ends (``unsubscribe(limit)``), 0
+        for no limit."""
         return self._max_msgs
 
     def unsubscribe(self, limit: Optional[int] = None) -> None:

@@ -74,12 +74,14 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = 
 
 @pytest.fixture(scope="session")
 def nats_server() -> Iterator[NATSServer]:
+    """The session's JetStream server (random port, temporary store), stopped after the session."""
     with NATSServer(jetstream=True) as srv:
         yield srv
 
 
 @pytest.fixture
 def nc(nats_server: NATSServer) -> Iterator[Client]:
+    """A client connected to ``nats_server``, closed after the test."""
     client = connect(nats_server.url, name="pytest")
     try:
         yield client
@@ -89,6 +91,7 @@ def nc(nats_server: NATSServer) -> Iterator[Client]:
 
 @pytest.fixture
 def js(nc: Client) -> JetStream:
+    """``nc.jetstream()``: a JetStream context on the test's client."""
     return nc.jetstream()
 
 
@@ -110,6 +113,8 @@ def add_stream_explained(js: JetStream, name: str, server: Callable[[], NATSServ
 
 @pytest.fixture
 def stream(js: JetStream, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh stream ``<PREFIX><n>`` on the subjects ``<prefix><n>.>`` (see the module doc),
+    deleted after the test; yields its name."""
     name = stream_name(getattr(request.module, "STREAM_PREFIX", "S"))
     add_stream_explained(js, name, lambda: request.getfixturevalue("nats_server"))
     try:
@@ -123,6 +128,8 @@ def stream(js: JetStream, request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def server_factory() -> Iterator[Callable[..., NATSServer]]:
+    """``server_factory(**options)`` starts a NATSServer with those options and returns it; every
+    server it started is cleaned up after the test."""
     started: List[NATSServer] = []
 
     def make(**options: Any) -> NATSServer:

@@ -112,6 +112,9 @@ class PKI:
         )
 
     def server_config(self, *, verify: bool = False, handshake_first: bool = False) -> str:
+        """A ``tls { ... }`` block for a nats-server config with the server certificate and the
+        CA; ``verify`` asks for client certificates, ``handshake_first`` makes TLS come before
+        INFO."""
         lines = [
             f'cert_file: "{self.server}"',
             f'key_file: "{self.server_key}"',
@@ -124,6 +127,8 @@ class PKI:
         return "tls {\n  " + "\n  ".join(lines) + "\n}\n"
 
     def context(self, *, client_cert: bool = False) -> ssl.SSLContext:
+        """A client SSLContext that trusts the CA; with ``client_cert``, it presents the client
+        certificate."""
         ctx = ssl.create_default_context(cafile=str(self.ca))
         if client_cert:
             ctx.load_cert_chain(str(self.client), str(self.client_key))

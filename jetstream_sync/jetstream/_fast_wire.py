@@ -146,6 +146,8 @@ def _refusal(err: Any, stream: str, data: bytes) -> errors.APIError:
 
 
 def check_flow(flow: Any) -> int:
+    """Return ``flow`` (the most messages one flow ack stands for) if it is an int from 1 to
+    MAX_FLOW; raise InvalidArgumentError otherwise."""
     if isinstance(flow, bool) or not isinstance(flow, int) or not 1 <= flow <= MAX_FLOW:
         raise errors.InvalidArgumentError(
             f"flow (the most messages per ack) must be an int from 1 to {MAX_FLOW}, got {flow!r}"
@@ -154,6 +156,8 @@ def check_flow(flow: Any) -> int:
 
 
 def check_max_outstanding(value: Any) -> int:
+    """Return ``value`` (the most flow acks outstanding) if it is an int from 1 to
+    MAX_OUTSTANDING_ACKS; raise InvalidArgumentError otherwise."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int)

@@ -70,6 +70,7 @@ class LongPulls:
         self.current = LongPull(sub, batch, ends)
 
     def lingering(self) -> Optional[LongPull]:
+        """The current long pull if its fetch has returned and it still runs, else None."""
         pull = self.current
         return pull if pull is not None and pull.lingering else None
 

@@ -116,6 +116,8 @@ _KINDS: Dict[str, Type[_Event]] = {
 
 
 def advisory_subject(kind: str, stream: str, consumer: str) -> str:
+    """The subject of a consumer advisory:
+    ``$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>``."""
     return f"{ADVISORY_PREFIX}.{kind}.{stream}.{consumer}"
 
 
@@ -183,6 +185,7 @@ class AdvisoryWatcher:
                 yield event
 
     def unsubscribe(self) -> None:
+        """Stop watching: unsubscribe from the advisory subjects (nothing if already ended)."""
         if self._sub.is_valid:
             self._sub.unsubscribe()
 

@@ -219,6 +219,10 @@ class _ServerEnum(str, Enum):
 
 
 class AckPolicy(_ServerEnum):
+    """How a consumer's messages are acknowledged: none, all (an ack covers every earlier
+    message), explicit (each one), or flow_control (ADR-60, nats-server 2.14+: a sourcing or
+    mirroring stream acks by answering flow control)."""
+
     NONE = "none"
     ALL = "all"
     EXPLICIT = "explicit"
@@ -228,6 +232,9 @@ class AckPolicy(_ServerEnum):
 
 
 class DeliverPolicy(_ServerEnum):
+    """Where a consumer starts: all, last, new, by_start_sequence (``opt_start_seq``),
+    by_start_time (``opt_start_time``) or last_per_subject."""
+
     ALL = "all"
     LAST = "last"
     NEW = "new"
@@ -237,27 +244,40 @@ class DeliverPolicy(_ServerEnum):
 
 
 class ReplayPolicy(_ServerEnum):
+    """How a consumer replays stored messages: instant (as fast as it can), or original (at the
+    pace they were stored)."""
+
     INSTANT = "instant"
     ORIGINAL = "original"
 
 
 class RetentionPolicy(_ServerEnum):
+    """When a stream removes messages: limits (only by its limits), interest (once every consumer
+    acked), or workqueue (once one consumer acked)."""
+
     LIMITS = "limits"
     INTEREST = "interest"
     WORK_QUEUE = "workqueue"
 
 
 class StorageType(_ServerEnum):
+    """Where a stream keeps its messages: file or memory."""
+
     FILE = "file"
     MEMORY = "memory"
 
 
 class DiscardPolicy(_ServerEnum):
+    """What a full stream does with a new message: old (remove the oldest to make room) or new
+    (refuse the new one)."""
+
     OLD = "old"
     NEW = "new"
 
 
 class PriorityPolicy(_ServerEnum):
+    """A consumer's priority-group policy: none, overflow, pinned_client or prioritized."""
+
     NONE = "none"
     OVERFLOW = "overflow"
     PINNED_CLIENT = "pinned_client"
@@ -265,6 +285,8 @@ class PriorityPolicy(_ServerEnum):
 
 
 class StoreCompression(_ServerEnum):
+    """A stream's storage compression: none or s2."""
+
     NONE = "none"
     S2 = "s2"
 
@@ -273,6 +295,8 @@ _COMPRESSIONS = frozenset(m.value for m in StoreCompression)
 
 
 class PersistMode(_ServerEnum):
+    """How a stream persists its writes: default or async."""
+
     DEFAULT = "default"
     ASYNC = "async"
 
@@ -540,6 +564,8 @@ def _false() -> Any:
 
 @dataclass(repr=False)
 class SubjectTransform(Base):
+    """A subject transform: subjects matching ``src`` are rewritten to ``dest``."""
+
     src: Optional[str] = None
     dest: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -547,6 +573,9 @@ class SubjectTransform(Base):
 
 @dataclass(repr=False)
 class Placement(Base):
+    """Where a stream's replicas are placed: a ``cluster``, servers with ``tags``, and a
+    ``preferred`` leader."""
+
     cluster: Optional[str] = None
     tags: Optional[List[str]] = None
     preferred: Optional[str] = None
@@ -593,6 +622,9 @@ class StreamSource(Base):
 
 @dataclass(repr=False)
 class RePublish(Base):
+    """Republishing of stored messages: those on ``src`` are published again on ``dest`` (only
+    their headers when ``headers_only``)."""
+
     src: Optional[str] = None
     dest: Optional[str] = None
     headers_only: Optional[bool] = None
@@ -671,6 +703,8 @@ class StreamConfig(Base):
 
 @dataclass(repr=False)
 class LostStreamData(Base):
+    """Messages a stream lost from its storage: their sequences and size in bytes."""
+
     msgs: Optional[List[int]] = None
     bytes: int = 0
     extra: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -678,6 +712,10 @@ class LostStreamData(Base):
 
 @dataclass(repr=False)
 class StreamState(Base):
+    """A stream's state in StreamInfo: message and byte counts, the first and last sequences and
+    their times, the consumer count, deleted sequences, and the per-subject counts when asked
+    for."""
+
     messages: int = 0
     bytes: int = 0
     first_seq: int = 0
@@ -695,6 +733,9 @@ class StreamState(Base):
 
 @dataclass(repr=False)
 class PeerInfo(Base):
+    """One replica of a clustered stream or consumer: whether it is current or offline, seconds
+    since it was last active, and its lag."""
+
     name: str = ""
     current: bool = False
     offline: Optional[bool] = None
@@ -706,6 +747,8 @@ class PeerInfo(Base):
 
 @dataclass(repr=False)
 class ClusterInfo(Base):
+    """The cluster a stream or consumer lives in: its leader and the other replicas."""
+
     name: Optional[str] = None
     leader: Optional[str] = None
     leader_since: Optional[datetime] = None
@@ -751,6 +794,9 @@ class StreamSourceInfo(Base):
 
 @dataclass(repr=False)
 class StreamAlternate(Base):
+    """One entry of StreamInfo.alternates (the stream or a mirror of it that can serve its
+    reads): its name, cluster and domain."""
+
     name: str = ""
     cluster: str = ""
     domain: Optional[str] = None
@@ -759,6 +805,9 @@ class StreamAlternate(Base):
 
 @dataclass(repr=False)
 class StreamInfo(Base):
+    """A stream's config and state, as the server answers ``stream_info`` and ``add_stream``;
+    ``mirror`` and ``sources`` report their progress."""
+
     config: StreamConfig = field(default_factory=StreamConfig)
     created: datetime = _ZERO_TIME
     state: StreamState = field(default_factory=StreamState)
@@ -860,6 +909,8 @@ class ConsumerConfig(Base):
 
 @dataclass(repr=False)
 class SequenceInfo(Base):
+    """A consumer's position: the consumer and stream sequences, and when it was last active."""
+
     consumer_seq: int = 0
     stream_seq: int = 0
     last_active: Optional[datetime] = None
@@ -884,6 +935,9 @@ class PriorityGroupState(Base):
 
 @dataclass(repr=False)
 class ConsumerInfo(Base):
+    """A consumer's config and state: what it has delivered, its ack floor, the counts of
+    messages pending, waiting for an ack or redelivered, and its pause and priority groups."""
+
     stream_name: str = ""
     name: str = ""
     config: ConsumerConfig = field(default_factory=ConsumerConfig)
@@ -970,6 +1024,8 @@ class PubAck(Base):
 
 @dataclass(repr=False)
 class AccountLimits(Base):
+    """An account's JetStream limits (-1 is no limit)."""
+
     max_memory: int = 0
     max_storage: int = 0
     max_streams: int = 0
@@ -983,6 +1039,8 @@ class AccountLimits(Base):
 
 @dataclass(repr=False)
 class Tier(Base):
+    """An account's usage and limits in one tier."""
+
     memory: int = 0
     storage: int = 0
     reserved_memory: int = 0
@@ -995,6 +1053,9 @@ class Tier(Base):
 
 @dataclass(repr=False)
 class APIStats(Base):
+    """The account's JetStream API counters: the API level, total calls, errors and calls in
+    flight."""
+
     level: Optional[int] = None
     total: int = 0
     errors: int = 0

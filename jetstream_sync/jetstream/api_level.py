@@ -63,6 +63,7 @@ _RELEASES = {0: "before 2.11", 1: "2.11", 2: "2.12", 3: "2.13", 4: "2.14", 5: "2
 
 
 def release_of(level: int) -> str:
+    """The nats-server release that introduced an API level, as text (for error messages)."""
     return _RELEASES.get(level, f"a release with API level {level}")
 
 
@@ -103,6 +104,9 @@ class ApiLevels:
         self._known: Optional[Tuple[Any, int]] = None  # (server id, level)
 
     def level(self) -> int:
+        """The API level of the server the client is connected to now, asked once per server
+        (``$JS.API.INFO``); raises JetStreamError on a level that is not an int >= 0, and the
+        API call's errors."""
         server = self._nc.server_info.get("server_id")
         known = self._known
         if known is None or known[0] != server:

@@ -936,9 +936,13 @@ class MessagesContext:
         return msg
 
     def stop(self) -> None:
+        """Stop now: the iteration ends. Messages pulled and not handed out are given back (-NAK)
+        where the consumer acks."""
         self._pump.stop()
 
     def drain(self, timeout: float = 30.0) -> None:
+        """Stop pulling; what the server already sent is still handed out, then the iteration
+        ends. Raises BadTimeoutError on a bad ``timeout``."""
         self._pump.drain(check_timeout(timeout, "drain timeout"))
 
     def __enter__(self) -> MessagesContext:
@@ -986,6 +990,7 @@ class ConsumeContext:
 
     @property
     def closed(self) -> bool:
+        """True once the consume thread has ended."""
         return self._done.is_set()
 
     def stop(self) -> None:

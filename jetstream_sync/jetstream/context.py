@@ -139,14 +139,18 @@ class JetStream(
 
     @property
     def nc(self) -> Client:
+        """The client this context works through."""
         return self._nc
 
     @property
     def prefix(self) -> str:
+        """The API subject prefix: ``$JS.API``, the one given, or ``$JS.<domain>.API`` for a
+        domain."""
         return self._prefix
 
     @property
     def timeout(self) -> float:
+        """The default timeout of API calls, in seconds."""
         return self._timeout
 
     def _api(

@@ -88,6 +88,7 @@ class Counter:
 
     @property
     def stream(self) -> str:
+        """The counter stream's name."""
         return self._stream
 
     def add(self, subject: str, delta: int, msg_id: Optional[str] = None) -> CounterValue:

@@ -124,6 +124,7 @@ class DirectGetter:
     _levels: ApiLevels
 
     def stream_info(self, name: str, subjects_filter: Optional[str] = None) -> api.StreamInfo:
+        """The stream's info; provided by the host (JetStreamManager)."""
         raise NotImplementedError  # pragma: no cover - provided by JetStreamManager
 
     def get_batch(

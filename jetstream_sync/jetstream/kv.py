@@ -261,14 +261,17 @@ class BucketStatus:
 
     @property
     def bytes(self) -> int:
+        """Bytes the bucket's stream holds."""
         return self.stream_info.state.bytes
 
     @property
     def is_compressed(self) -> bool:
+        """True when the bucket's stream is compressed (s2)."""
         return self.stream_info.config.compression == api.StoreCompression.S2
 
     @property
     def backing_store(self) -> str:
+        """Always ``"JetStream"`` (ADR-8)."""
         return "JetStream"
 
 
@@ -556,6 +559,7 @@ class KeyValue:
 
     @property
     def bucket(self) -> str:
+        """The bucket's name."""
         return self._name
 
     def _subject(self, key: str, validate_keys: bool) -> str:
@@ -617,6 +621,8 @@ class KeyValue:
             return self._js.get_msg(self._stream, seq=seq, last_by_subject=None if seq else subject)
 
     def status(self) -> BucketStatus:
+        """The bucket's status, from its stream's info; BucketNotFoundError once the bucket is
+        gone."""
         try:
             return BucketStatus(self._js.stream_info(self._stream), self._name)
         except errors.StreamNotFoundError as exc:

@@ -87,6 +87,7 @@ class JetStreamManager:
     # --- account ------------------------------------------------------------------------
 
     def account_info(self) -> api.AccountInfo:
+        """The account's JetStream usage, limits and API counters (``$JS.API.INFO``)."""
         return api.AccountInfo.from_dict(self._api("INFO"))
 
     # --- streams ------------------------------------------------------------------------
@@ -100,9 +101,13 @@ class JetStreamManager:
     def update_stream(
         self, config: Optional[api.StreamConfig] = None, **fields: Any
     ) -> api.StreamInfo:
+        """Update a stream from a StreamConfig and/or its fields as keywords; returns its new
+        info. Fields of a newer API level than the server's raise ApiLevelError."""
         return self._stream_call("UPDATE", _config(api.StreamConfig, config, fields, "config"))
 
     def delete_stream(self, name: str) -> bool:
+        """Delete the stream and its messages; True when the server confirms. StreamNotFoundError
+        when there is none."""
         name = api.check_stream_name(name)
         return bool(self._api(f"STREAM.DELETE.{name}").get("success"))
 
@@ -398,6 +403,7 @@ class JetStreamManager:
         )
 
     def consumer_names(self, stream: str) -> List[str]:
+        """The names of every consumer of ``stream`` (all pages)."""
         stream = api.check_stream_name(stream)
         return list(self._paged(f"CONSUMER.NAMES.{stream}", "consumers", item=str))
 

@@ -199,6 +199,7 @@ class OrderedConsumer:
                     return out
 
     def next(self, timeout: float = 5.0) -> Msg:
+        """The next message in order within ``timeout``; TimeoutError when none came."""
         msgs = self.fetch(1, timeout)
         if not msgs:
             raise errors.TimeoutError(
@@ -216,6 +217,8 @@ class OrderedConsumer:
         *,
         heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
     ) -> MessagesContext:
+        """An iterator over the messages in order as they come, pulling ahead (as
+        PullConsumer.messages). ``expires`` must be >= 1 s."""
         return MessagesContext(self._pump(max_messages, expires, heartbeat, heartbeat_alarm))
 
     def consume(
@@ -227,6 +230,8 @@ class OrderedConsumer:
         *,
         heartbeat_alarm: float = PULL_HEARTBEAT_ALARM,
     ) -> ConsumeContext:
+        """Run ``cb(msg)`` on a thread of its own for every message, in order, until ``stop()`` /
+        ``drain()`` (as PullConsumer.consume). InvalidArgumentError if ``cb`` is not callable."""
         if not callable(cb):
             raise errors.InvalidArgumentError(f"cb must be callable, got {type(cb).__name__}")
         return ConsumeContext(self._pump(max_messages, expires, heartbeat, heartbeat_alarm), cb)

@@ -121,6 +121,7 @@ class PullPriority:
     priority: Optional[int] = None
 
     def body_fields(self, pin_id: Optional[str]) -> Dict[str, Any]:
+        """The pull request's priority-group fields, with the pin id when there is one."""
         fields: Dict[str, Any] = {"group": self.group}
         if self.min_pending is not None:
             fields["min_pending"] = self.min_pending
@@ -220,6 +221,7 @@ class PinState:
         self._lock = threading.Lock()
 
     def get(self, group: str) -> Optional[str]:
+        """The pin id held for ``group``, or None."""
         return self._pins.get(group)
 
     def current(self, config: api.ConsumerConfig, group: Optional[str]) -> Optional[str]:

@@ -255,6 +255,8 @@ def _simple_pub_ack(stream: str, seq: int, domain: Optional[str]) -> api.PubAck:
 
 
 def pub_ack(data: bytes, subject: str) -> api.PubAck:
+    """Parse the answer to a publish on ``subject`` into a PubAck. Raises the mapped APIError
+    when the server answered an error, and JetStreamError when the answer is not a PubAck."""
     head, _, tail = data.rpartition(_SEQ_KEY)
     known = _ACK_HEADS.get(head)
     if known is not None and tail[-1:] == b"}" and tail[:-1].isdigit():
@@ -665,9 +667,12 @@ class AckFuture(Future):  # type: ignore[type-arg]
         return callbacks
 
     def done(self) -> bool:
+        """True once the future has a result or an exception (or was cancelled)."""
         return self._state in _DONE_STATES
 
     def result(self, timeout: Optional[float] = None) -> Any:
+        """The PubAck, waiting up to ``timeout`` seconds (None: for ever); raises the publish's
+        error, or as ``concurrent.futures.Future.result`` when ``timeout`` passes first."""
         if self._state is _FINISHED:
             if self._exception is not None:
                 raise self._exception
@@ -675,15 +680,18 @@ class AckFuture(Future):  # type: ignore[type-arg]
         return super().result(timeout)
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        """The publish's error or None, waiting up to ``timeout`` seconds as ``result``."""
         if self._state is _FINISHED:
             return self._exception
         return super().exception(timeout)
 
     def set_result(self, result: Any) -> None:
+        """Resolve the future with ``result``; done-callbacks run on the callback thread."""
         if not self._settle_unwatched(result, None):
             super().set_result(result)
 
     def set_exception(self, exception: Optional[BaseException]) -> None:
+        """Fail the future with ``exception``; done-callbacks run on the callback thread."""
         if not self._settle_unwatched(None, exception):
             super().set_exception(exception)
 
@@ -762,6 +770,7 @@ class AsyncPublisher:
 
     @property
     def pending(self) -> int:
+        """How many async publishes wait for their ack."""
         return len(self._pending)
 
     def publish(
@@ -824,6 +833,8 @@ class AsyncPublisher:
             raise errors.ConnectionClosedError("publish_async: the client is closed")
 
     def wait_all(self, timeout: float) -> None:
+        """Wait until every async publish has its ack (or the publisher is closed); TimeoutError
+        after ``timeout`` seconds."""
         with self._room:
             self._waiting_all += 1
             try:

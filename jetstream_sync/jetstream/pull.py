@@ -676,6 +676,7 @@ class PullSubscription:
     # --- the rest -----------------------------------------------------------------------
 
     def consumer_info(self) -> api.ConsumerInfo:
+        """The consumer's info, asked of the server."""
         return self._js.consumer_info(self.stream, self.consumer)
 
     @property

@@ -241,6 +241,8 @@ class JetStreamSubscription:
         raise err
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
+        """The next message; waits up to ``timeout`` seconds (None: until one arrives), as
+        Subscription.next_msg."""
         return self._sub.next_msg(timeout)
 
     def __iter__(self) -> Any:
@@ -254,6 +256,7 @@ class JetStreamSubscription:
 
     @property
     def pending_msgs(self) -> int:
+        """Messages queued and not yet taken."""
         return self._sub.pending_msgs
 
     @property
@@ -278,6 +281,7 @@ class JetStreamSubscription:
         return self._sub.queue
 
     def consumer_info(self) -> api.ConsumerInfo:
+        """The consumer's info, asked of the server."""
         return self._js.consumer_info(self.stream, self.consumer)
 
     # --- ending ---------------------------------------------------------------------------
@@ -1006,6 +1010,8 @@ class OrderedPushSubscription(JetStreamSubscription):
         self._core.remove_close_hook(self._ending.set)
 
     def unsubscribe(self, limit: Optional[int] = None) -> None:
+        """Stop receiving and delete the current consumer of the chain. ``limit`` is refused
+        (InvalidArgumentError); BadSubscriptionError when already ended."""
         if limit is not None:
             raise errors.InvalidArgumentError(
                 "unsubscribe(limit=) is not available on an ordered consumer: its chain of "
@@ -1022,6 +1028,8 @@ class OrderedPushSubscription(JetStreamSubscription):
             self._delete_if_ours(report=False)
 
     def drain(self, timeout: float = 30.0) -> None:
+        """The same as ``unsubscribe()``: an ordered consumer has nothing to drain. ``timeout``
+        is accepted and not used."""
         self.unsubscribe()
 
 

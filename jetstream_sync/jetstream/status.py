@@ -150,10 +150,13 @@ class HeartbeatWatch:
         self._last = time.monotonic()
 
     def alive(self) -> None:
+        """Note an arrival (a message or a status): the alarm starts again."""
         self._last = time.monotonic()
 
     def due_in(self) -> float:
+        """Seconds until the alarm is due (0 when it is)."""
         return max(0.0, self._last + self.limit - time.monotonic())
 
     def missed(self) -> bool:
+        """True when nothing came for ``limit`` seconds."""
         return time.monotonic() - self._last >= self.limit

@@ -96,8 +96,10 @@ class ServiceError(Exception):
         return f"{self.code}:{self.description}"
 
     def to_dict(self) -> Dict[str, Any]:
+        """The error as a JSON-ready dict: ``code`` and ``description``."""
         return {"code": self.code, "description": self.description}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> ServiceError:
+        """The error a dict of ``code`` and ``description`` describes (missing keys are empty)."""
         return cls(code=data.get("code", ""), description=data.get("description", ""))

@@ -49,6 +49,8 @@ SUBJECT_REGEX = re.compile(r"^[^ >]*[>]?$")
 
 
 class ServiceVerb(str, Enum):
+    """The discovery requests every service answers on ``$SRV.<verb>``: PING, STATS and INFO."""
+
     PING = "PING"
     STATS = "STATS"
     INFO = "INFO"
@@ -238,6 +240,8 @@ class EndpointStats:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> EndpointStats:
+        """The statistics a STATS answer's endpoint entry (JSON, as a dict) holds; KeyError when
+        a required key is missing."""
         return cls(
             name=data["name"],
             subject=data["subject"],
@@ -251,6 +255,8 @@ class EndpointStats:
         )
 
     def to_dict(self) -> Dict[str, Any]:
+        """The statistics as ADR-32's JSON object (a dict); ``last_error`` None is written as
+        ``""``."""
         return {
             "name": self.name,
             "subject": self.subject,
@@ -275,6 +281,8 @@ class EndpointInfo:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> EndpointInfo:
+        """The endpoint an INFO answer's endpoint entry (JSON, as a dict) describes; KeyError
+        when a required key is missing."""
         return cls(
             name=data["name"],
             subject=data["subject"],
@@ -283,6 +291,7 @@ class EndpointInfo:
         )
 
     def to_dict(self) -> Dict[str, Any]:
+        """The endpoint as ADR-32's JSON object (a dict)."""
         return {
             "name": self.name,
             "subject": self.subject,
@@ -303,6 +312,7 @@ class ServicePing:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> ServicePing:
+        """The PING answer a dict (its JSON) holds; KeyError when a required key is missing."""
         return cls(
             id=data["id"],
             name=data["name"],
@@ -312,6 +322,7 @@ class ServicePing:
         )
 
     def to_dict(self) -> Dict[str, Any]:
+        """The PING answer as ADR-32's JSON object (a dict)."""
         return {
             "type": self.type,
             "id": self.id,
@@ -335,6 +346,7 @@ class ServiceStats:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> ServiceStats:
+        """The STATS answer a dict (its JSON) holds; KeyError when a required key is missing."""
         return cls(
             id=data["id"],
             name=data["name"],
@@ -346,6 +358,7 @@ class ServiceStats:
         )
 
     def to_dict(self) -> Dict[str, Any]:
+        """The STATS answer as ADR-32's JSON object (a dict)."""
         return {
             "type": self.type,
             "name": self.name,
@@ -383,6 +396,7 @@ class ServiceInfo:
         )
 
     def to_dict(self) -> Dict[str, Any]:
+        """The INFO answer as ADR-32's JSON object (a dict)."""
         return {
             "type": self.type,
             "id": self.id,
@@ -531,6 +545,7 @@ class Group:
 
     @property
     def prefix(self) -> str:
+        """The group's subject prefix: its tokens joined with dots."""
         return ".".join(self._tokens)
 
     def add_endpoint(self, config: Optional[EndpointConfig] = None, **kwargs: Any) -> Endpoint:
@@ -595,6 +610,7 @@ class Service:
 
     @property
     def name(self) -> str:
+        """The service's name."""
         return self._name
 
     @property

@@ -302,6 +302,8 @@ def _run(js: JetStream, args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run the command line ``argv`` (None: ``sys.argv[1:]``) against the server ``--server``
+    names; returns the exit status, 1 after printing a NATS or consumer group error."""
     args = _parser().parse_args(argv)
     try:
         with _client.connect(args.server, name="pcgroups-cli") as nc:

@@ -154,9 +154,11 @@ class MemberRunner:
     # --- the control thread -----------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the control thread."""
         self._thread.start()
 
     def request_stop(self) -> None:
+        """Ask the control thread to stop, and wake it: returns at once."""
         self._stopping.set()
         self._watcher.stop()  # wakes the control thread out of updates()
 
@@ -166,6 +168,7 @@ class MemberRunner:
 
     @property
     def stopping(self) -> bool:
+        """True once a stop was asked for."""
         return self._stopping.is_set()
 
     def _run(self) -> None:
@@ -206,6 +209,7 @@ class MemberRunner:
 
     @property
     def consuming(self) -> bool:
+        """True while this instance consumes (it holds a consume context)."""
         return self._cc is not None
 
     def start_consuming(self, name: str) -> None:
@@ -241,6 +245,8 @@ class MemberRunner:
         )
 
     def delete_consumer(self, name: str) -> None:
+        """Delete the consumer ``name`` of the consumer stream; one already gone is fine, and
+        other errors are logged, not raised."""
         try:
             self.js.delete_consumer(self.consumer_stream, name)
         except errors.NotFoundError:

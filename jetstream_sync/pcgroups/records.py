@@ -62,6 +62,7 @@ class MemberMapping:
     partitions: Optional[List[int]]
 
     def to_go(self) -> Dict[str, Any]:
+        """The mapping as orbit.go's JSON object (a dict in its field order)."""
         return {"member": self.member, "partitions": self.partitions}
 
 
@@ -80,6 +81,7 @@ class PartitioningFilter:
     partitioning_wildcards: Optional[List[int]] = None
 
     def to_go(self) -> Dict[str, Any]:
+        """The filter as orbit.go's JSON object (a dict in its field order)."""
         return {"filter": self.filter, "partitioning_wildcards": self.partitioning_wildcards}
 
 
@@ -94,9 +96,11 @@ class StaticConsumerGroupConfig:
     member_mappings: List[MemberMapping] = field(default_factory=list)
 
     def is_in_membership(self, name: str) -> bool:
+        """True when ``name`` is one of the members, or has a mapping."""
         return name in self.members or any(m.member == name for m in self.member_mappings)
 
     def to_json(self) -> bytes:
+        """The record's bytes, as orbit.go writes them (empty lists left out)."""
         out: Dict[str, Any] = {"max_members": self.max_members}
         if self.filters:
             out["filters"] = self.filters
@@ -108,6 +112,8 @@ class StaticConsumerGroupConfig:
 
     @classmethod
     def from_json(cls, data: bytes) -> StaticConsumerGroupConfig:
+        """The config a record's bytes hold; ConsumerGroupConfigError when they are not a valid
+        record."""
         obj = _object(data, "static")
         return cls(
             max_members=_uint(obj.get("max_members"), "max_members"),
@@ -117,6 +123,9 @@ class StaticConsumerGroupConfig:
         )
 
     def validate(self) -> None:
+        """Raise ConsumerGroupConfigError when the config is invalid: ``max_members`` below 1,
+        both members and mappings, or mappings that do not give each partition from 0 to
+        max_members - 1 to exactly one member (members named once)."""
         _check_max_members(self.max_members)
         _check_membership(self.max_members, self.members, self.member_mappings)
 
@@ -137,9 +146,12 @@ class ElasticConsumerGroupConfig:
     revision: int = field(default=0, compare=False)
 
     def is_in_membership(self, name: str) -> bool:
+        """True when ``name`` is one of the members, or has a mapping."""
         return name in self.members or any(m.member == name for m in self.member_mappings)
 
     def to_json(self) -> bytes:
+        """The record's bytes, as orbit.go writes them (empty lists and zero buffer limits left
+        out; ``revision`` is not in it)."""
         filters = self.partitioning_filters
         out: Dict[str, Any] = {
             "max_members": self.max_members,
@@ -158,6 +170,8 @@ class ElasticConsumerGroupConfig:
 
     @classmethod
     def from_json(cls, data: bytes, revision: int = 0) -> ElasticConsumerGroupConfig:
+        """The config a record's bytes hold, read at KV ``revision``; ConsumerGroupConfigError
+        when they are not a valid record."""
         obj = _object(data, "elastic")
         return cls(
             max_members=_uint(obj.get("max_members"), "max_members"),
@@ -179,6 +193,10 @@ class ElasticConsumerGroupConfig:
         )
 
     def validate(self) -> None:
+        """Raise ConsumerGroupConfigError when the config is invalid: ``max_members`` below 1, a
+        partitioning filter without a ``*`` wildcard or a final ``>`` (or with bad wildcard
+        numbers), both members and mappings, or mappings that do not give each partition from
+        0 to max_members - 1 to exactly one member (members named once)."""
         _check_max_members(self.max_members)
         for pf in self.partitioning_filters or []:
             _check_partitioning_filter(pf)

@@ -24,10 +24,14 @@ _PROBE_KEY = "_pcgroups_probe"  # not a "<stream>.<group>" key: never a record
 
 
 def check_stream(stream: object) -> str:
+    """Return ``stream`` if it can name a stream, else raise InvalidArgumentError."""
     return check_stream_name(stream)
 
 
 def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it can name a group or member (a non-empty str without dots,
+    wildcards, slashes, backslashes or whitespace); InvalidArgumentError naming ``what``
+    otherwise."""
     if not isinstance(value, str) or not _NAME.match(value):
         raise errors.InvalidArgumentError(
             f"{what} must be a non-empty name without '.', '*', '>', '/', '\\' or whitespace, "
@@ -52,6 +56,7 @@ def check_names(values: Optional[Sequence[str]], what: str, subject: bool = Fals
 
 
 def check_handler(cb: object) -> None:
+    """Raise InvalidArgumentError unless ``cb`` is callable."""
     if not callable(cb):
         raise errors.InvalidArgumentError(
             f"a message handler (cb) must be callable, got {type(cb).__name__}"
@@ -103,6 +108,8 @@ def group_bucket(js: JetStream, name: str, kind: str, stream: str, group: str) -
 
 
 def read_record(kv: KeyValue, stream: str, group: str, kind: str) -> Entry:
+    """The KV entry of the group's record in ``kv``; ConsumerGroupNotFoundError when the group
+    does not exist."""
     key = config_key(stream, group)
     try:
         return kv.get(key)

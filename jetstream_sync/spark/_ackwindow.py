@@ -54,6 +54,9 @@ _DUPLICATE_TRUE = re.compile(rb'"duplicate"\s*:\s*true')
 
 
 class PublishResult:
+    """What one partition's publish did: ``published`` messages stored by it, and ``duplicates``,
+    the acks saying a message was already stored (by an earlier attempt)."""
+
     __slots__ = ("duplicates", "published")
 
     def __init__(self, published: int = 0, duplicates: int = 0) -> None:
@@ -114,6 +117,7 @@ class AckWindow:
         self.close()
 
     def close(self) -> None:
+        """Stop listening for acks: unsubscribe the ack inbox (nothing if the client is closed)."""
         self._core.remove_reconnect_hook(self._on_reconnect)
         try:
             self._core.unsubscribe(self._sub)

@@ -38,6 +38,7 @@ class AckColumns:
         return len(self.sseq)
 
     def slice(self, n: int) -> AckColumns:
+        """The first ``n`` deliveries' columns."""
         return AckColumns(self.sseq.slice(0, n), self.cseq.slice(0, n), self.ts.slice(0, n))
 
 

@@ -200,6 +200,7 @@ def _overlap(a: str, b: str) -> bool:
 
 
 def required(options: Mapping[str, Any], key: str) -> str:
+    """The option ``key`` as a str; InvalidArgumentError when it is missing or blank."""
     value = options.get(key)
     if value is None or str(value).strip() == "":
         raise errors.InvalidArgumentError(f"the jetstream data source needs the {key!r} option")
@@ -207,6 +208,8 @@ def required(options: Mapping[str, Any], key: str) -> str:
 
 
 def int_option(options: Mapping[str, Any], key: str, minimum: int = 0) -> Optional[int]:
+    """The option ``key`` as an int, None when missing or blank; InvalidArgumentError when it is
+    not an integer or is below ``minimum``."""
     value = options.get(key)
     if value is None or str(value).strip() == "":
         return None
@@ -222,6 +225,8 @@ def int_option(options: Mapping[str, Any], key: str, minimum: int = 0) -> Option
 
 
 def float_option(options: Mapping[str, Any], key: str) -> Optional[float]:
+    """The option ``key`` as a float, None when missing or blank; InvalidArgumentError when it is
+    not a number."""
     value = options.get(key)
     if value is None or str(value).strip() == "":
         return None
@@ -292,6 +297,8 @@ def duration_option(options: Mapping[str, Any], key: str) -> Optional[float]:
 
 
 def bool_option(options: Mapping[str, Any], key: str) -> Optional[bool]:
+    """The option ``key`` as a bool (``true`` or ``false``, any case), None when missing or
+    blank; InvalidArgumentError otherwise."""
     value = options.get(key)
     if value is None or str(value).strip() == "":
         return None

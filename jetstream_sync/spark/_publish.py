@@ -77,6 +77,9 @@ class RowIds:
         headers: Optional[Sequence[Optional[Dict[str, List[str]]]]] = None,
         given: Optional[Sequence[Optional[str]]] = None,
     ) -> List[Optional[bytes]]:
+        """The ids of a batch of rows (their subjects, payloads, headers and own ``msg_id``
+        values), as bytes, None for a row without one; InvalidArgumentError for a given
+        ``msg_id`` that is empty or has a line break."""
         prefix = self._prefix
         n = len(subjects)
         if given is not None and None not in given:

@@ -42,10 +42,12 @@ class SeqRange:
 
     @property
     def count(self) -> int:
+        """How many sequences the range holds (0 when empty)."""
         return max(0, self.end - self.start + 1)
 
     @property
     def empty(self) -> bool:
+        """True when the range holds no sequence."""
         return self.end < self.start
 
 

@@ -76,7 +76,7 @@ def _js(options: Dict[str, Any]) -> Any:
 
 
 class JetStreamDataSource(DataSource):
-    """``format("jetstream")``. Options: see the module and README."""
+    """``format("jetstream")``. Options: see the module and docs/guides/spark.md."""
 
     # register() may set a default partition count (the session's default parallelism)
     # on a subclass; the class travels to the workers by value.
@@ -88,16 +88,23 @@ class JetStreamDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format's name: ``jetstream``."""
         return "jetstream"
 
     def schema(self) -> str:
+        """The schema of the rows read (a DDL string)."""
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """A batch reader for the options (the pushdown reader when filter pushdown is on);
+        InvalidArgumentError on bad options."""
         cls = JetStreamPushdownReader if self.filter_pushdown else JetStreamBatchReader
         return cls(checked(self.options, "read"), schema, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> JetStreamBatchWriter:
+        """A batch writer for the options, after warning when the stream's duplicate window is
+        short; InvalidArgumentError for ``overwrite`` (the source only appends) or bad
+        options."""
         if overwrite:
             raise errors.InvalidArgumentError(
                 "the jetstream data source only appends: use mode('append')"
@@ -110,6 +117,7 @@ class JetStreamDataSource(DataSource):
         return writer
 
     def streamReader(self, schema: StructType) -> Any:
+        """A streaming reader for the options; InvalidArgumentError on bad options."""
         from .streaming import JetStreamStreamReader
 
         return JetStreamStreamReader(
@@ -117,6 +125,9 @@ class JetStreamDataSource(DataSource):
         )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        """A streaming writer for the options, after warning when the stream's duplicate window
+        is short; InvalidArgumentError for ``overwrite`` (the source only appends) or bad
+        options."""
         from .streaming import JetStreamStreamWriter
 
         if overwrite:
@@ -153,6 +164,10 @@ class JetStreamBatchReader(DataSourceReader):
         self.pushed = PushedBounds()
 
     def partitions(self) -> Sequence[InputPartition]:
+        """The read's partitions, on the driver: the stream's sequence range (narrowed by the
+        start and end options and the pushed filters) split in ``partitions`` parts; one empty
+        partition when there is nothing to read. InvalidArgumentError on a bad ``direct``
+        option."""
         o = self.options
         js = _js(o)
         info = js.stream_info(self.stream)
@@ -188,6 +203,7 @@ class JetStreamBatchReader(DataSourceReader):
         return [SeqRangePartition(p.start, p.end, direct) for p in parts]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The record batches of one partition, in an executor."""
         assert isinstance(partition, SeqRangePartition)
         yield from range_batches(
             _js(self.options),
@@ -234,6 +250,7 @@ class JetStreamPushdownReader(JetStreamBatchReader):
     """
 
     def pushFilters(self, filters: List[Filter]) -> Iterator[Filter]:
+        """Narrow the read by each filter it can use, and hand every filter back to Spark."""
         for f in filters:
             self._narrow(f)
             yield f
@@ -274,6 +291,9 @@ class JetStreamPushdownReader(JetStreamBatchReader):
 
 @dataclass
 class JetStreamCommitMessage(WriterCommitMessage):
+    """What a batch write task reports: its partition, and the messages it stored and the
+    duplicates dropped."""
+
     partition_id: int
     published: int
     duplicates: int
@@ -307,6 +327,8 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         return batches
 
     def write(self, iterator: Iterator[Any]) -> JetStreamCommitMessage:
+        """Publish one partition's rows, in a task, and wait for every ack; returns the task's
+        counts."""
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -322,6 +344,7 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         return JetStreamCommitMessage(partition_id, result.published, result.duplicates)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        """Log the write's totals, on the driver."""
         done = [m for m in messages if isinstance(m, JetStreamCommitMessage)]
         log.info(
             "jetstream_sync.spark: write %s stored %d messages (%d duplicates dropped)",
@@ -331,6 +354,8 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         )
 
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        """Log that the write was aborted: what was acknowledged stays in the stream (running it
+        again with the same ``write_id`` stores only what is missing)."""
         # Published messages cannot be taken back; running the same write again with the
         # same write_id option (within the duplicate window) stores only what is missing.
         log.warning(

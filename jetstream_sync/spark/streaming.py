@@ -140,6 +140,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return _js(self.options).stream_info(self.stream)
 
     def initialOffset(self) -> Dict[str, Any]:
+        """The first offset of a new query: ``start_seq``, the first sequence at or after
+        ``start_time``, the end of the stream for ``starting`` latest, else the stream's first
+        sequence."""
         o = self.options
         state = self._state().state
         start_seq = int_option(o, "start_seq", minimum=1)
@@ -154,12 +157,19 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return {"seq": max(1, state.first_seq)}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """At most ``max_rows_per_trigger`` rows per micro-batch when set, else everything
+        available."""
         return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """For Trigger.AvailableNow: read up to the stream's last sequence now, and no further."""
         self.target = self._state().state.last_seq + 1
 
     def latestOffset(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
+        """The end offset of the next micro-batch from ``start``, within ``limit`` (``start``
+        itself when no batch is due yet). Raises JetStreamError when messages from ``start``
+        on were removed before they were read, unless the option fail_on_data_loss is false
+        (then a warning is logged)."""
         first = _seq_of(start, "start")
         state = self._state().state
         self._check_data_loss(first, state)
@@ -195,9 +205,12 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         log.warning("jetstream_sync.spark: %s were removed before they were read: skipped", gone)
 
     def reportLatestOffset(self) -> Optional[Dict[str, Any]]:
+        """The offset after the stream's last message."""
         return {"seq": self._state().state.last_seq + 1}
 
     def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
+        """The sequences from ``start`` up to ``end`` (excluded) split in partitions; none when
+        the range is empty."""
         lo, hi = _seq_of(start, "start"), _seq_of(end, "end") - 1
         if hi < lo:
             return []
@@ -206,11 +219,15 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return [SeqRangePartition(p.start, p.end, direct) for p in parts]
 
     def commit(self, end: Dict[str, Any]) -> None:
+        """Nothing to do: the checkpoint is the cursor, there is no consumer to move or message
+        to ack."""
         pass  # the checkpoint is the cursor: nothing to ack, no consumer to move
 
     # --- executor side --------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The record batches of one partition, in an executor; InvalidArgumentError for a
+        partition this source did not make."""
         if not isinstance(partition, SeqRangePartition):
             raise errors.InvalidArgumentError(f"not a jetstream partition: {partition!r}")
         yield from range_batches(
@@ -227,6 +244,9 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 
 class JetStreamStreamCommitMessage(WriterCommitMessage):
+    """What a streaming write task reports: its partition, and the messages it stored and the
+    duplicates dropped."""
+
     def __init__(self, partition_id: int, published: int, duplicates: int) -> None:
         self.partition_id = partition_id
         self.published = published
@@ -246,6 +266,8 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         self.fallback_id = str(options.get("write_id") or uuid.uuid4().hex)
 
     def check_stream(self) -> None:
+        """Warn when the target stream's duplicate window is short (nothing when neither
+        ``stream`` nor ``subject`` is set)."""
         stream = self.options.get("stream") or None
         if stream is None and self.subject is None:
             return
@@ -262,6 +284,8 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         return f"{query}-{batch}-{ctx.partitionId()}"
 
     def write(self, iterator: Iterator[Any]) -> JetStreamStreamCommitMessage:
+        """Publish one partition of a micro-batch, in a task, and wait for every ack; returns the
+        task's counts."""
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -276,6 +300,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         return JetStreamStreamCommitMessage(partition, result.published, result.duplicates)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """Log the micro-batch's totals, on the driver."""
         done = [m for m in messages if isinstance(m, JetStreamStreamCommitMessage)]
         log.info(
             "jetstream_sync.spark: micro-batch %d stored %d messages (%d duplicates dropped)",
@@ -285,6 +310,8 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """Log that the micro-batch was aborted: acknowledged messages stay, and a retry of the
+        batch is de-duplicated by their ids."""
         log.warning(
             "jetstream_sync.spark: micro-batch %d aborted; acknowledged messages stay in the "
             "stream and a retry of the batch is de-duplicated by their ids",

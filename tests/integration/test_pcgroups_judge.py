@@ -1,8 +1,8 @@
 """Hostile tests of ``jetstream_sync.pcgroups``, written from the README's "Partitioned consumer
-groups" section and issue 34 alone (the implementation was not read): groups whose names share
-a prefix, refused and half-done calls, missing groups and streams, ``max_members``, orbit's
-zero value for ``partitioning_wildcards``, several groups on one stream, a member process
-SIGKILLed while it holds a message, and ``consume_backlog``."""
+groups" section (now docs/guides/partitioned-groups.md) and issue 34 alone (the implementation
+was not read): groups whose names share a prefix, refused and half-done calls, missing groups
+and streams, ``max_members``, orbit's zero value for ``partitioning_wildcards``, several groups
+on one stream, a member process SIGKILLed while it holds a message, and ``consume_backlog``."""
 
 from __future__ import annotations
 

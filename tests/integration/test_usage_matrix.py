@@ -6,8 +6,8 @@ combinations that make no sense, each for a reason it names. Every cell publishe
 messages (some on subjects its filter must not match) on a stream of its own and checks
 three things: each matching message was processed (and acked where the consumer acks),
 exactly once across work-sharing members and once in stream order for ordered ones; nothing
-that does not match was delivered; and the consumer ends as the README's "Who deletes a
-consumer" and push sections say once every member has left.
+that does not match was delivered; and the consumer ends as "Who deletes a consumer" in
+docs/guides/pull.md and docs/guides/push.md say once every member has left.
 """
 
 from __future__ import annotations

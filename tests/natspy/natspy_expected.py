@@ -6,9 +6,10 @@ Keys are ``<nats-py file>::<class>::<test>``. A test not named here must pass.
 server, older test). ``PORT_LIMITS``: deleting ``await`` cannot express what the test does.
 ``SKIPPED``: the test is about asyncio itself, or reads nats-py's private attributes (the
 issue allows exactly these two reasons). ``DIFFERENT``: the test fails here by design; each
-reason is in the README's "nats-py's own tests" table (a test checks). ``TO_FIX``: a known
-failure not fixed yet, with its cause. ``DIFFERENT`` and ``TO_FIX`` are strict xfails: a test
-that starts passing fails the suite until its line goes, so these lists only shrink honestly.
+reason is in the table of docs/guides/porting.md, "nats-py's own tests" (a test checks).
+``TO_FIX``: a known failure not fixed yet, with its cause. ``DIFFERENT`` and ``TO_FIX`` are
+strict xfails: a test that starts passing fails the suite until its line goes, so these lists
+only shrink honestly.
 """
 
 from __future__ import annotations

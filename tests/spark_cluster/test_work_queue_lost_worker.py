@@ -1,7 +1,7 @@
 """Issue 18, 2e: ``process_work_queue`` while a worker is killed under the batch function's
 Spark job. The job's lost task runs again on the other executor, ``func`` returns, and the
-batch is acked: every job is processed (at least once, as the README promises) and nothing is
-left pending or unacked."""
+batch is acked: every job is processed (at least once, as docs/guides/spark.md promises) and
+nothing is left pending or unacked."""
 
 from __future__ import annotations
 
