@@ -1245,9 +1245,11 @@ class FastIngestInvalidBatchIdError(FastIngestPublishError, BadRequestError):
 
 class FastIngestOutcomeUnknownError(FastIngestError, ConnectionLostError, TimeoutError):
     """A fast-ingest commit was sent and its PubAck never came: asked again, the server no
-    longer knows the batch (it ended: committed, or dropped after 10 s idle). What it kept
-    is unknown to the client; the message says how to check (the stream's last sequence).
-    Do not send the batch again blind. Also a ConnectionLostError and a TimeoutError."""
+    longer knows the batch (it ended: committed, or dropped after 10 s idle), or nothing
+    answered within ack_timeout. What it kept is unknown to the client; the message says
+    how to check (the stream's last sequence). Do not send the batch again blind: the
+    commit may still be on its way, so resend only messages with a msg_id. Also a
+    ConnectionLostError and a TimeoutError."""
 
 
 class FastIngestUnknownBatchError(FastIngestPublishError, BadRequestError):

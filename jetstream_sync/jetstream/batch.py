@@ -423,7 +423,10 @@ class AtomicBatch:
             f"{cause}: the batch is stored whole or not at all, and which is unknown. To "
             f"find out, read the stream's last message (js.get_last_msg(stream, "
             f"{subject!r}) or the stream's last sequence): it was stored if that message's "
-            f"Nats-Batch-Id header is {self._id!r}. Do not send it again before checking"
+            f"Nats-Batch-Id header is {self._id!r}. Do not send it again before checking, "
+            "and then only with an expectation the first batch would break if it landed "
+            "late (expected_last_subject_seq or expected_last_seq on the first message, as "
+            "read): a commit that timed out may still be on its way"
         )
 
     def _request(self, subject: str, data: bytes, hdrs: Headers, seq: int, what: str) -> bytes:

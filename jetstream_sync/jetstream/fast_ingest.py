@@ -267,16 +267,25 @@ class FastPublisher:
                     f"was sent, but its PubAck was lost and the server no longer knows the "
                     f"batch: what it stored after batch sequence {self._acked} (acked) is "
                     "unknown. Check the stream's last sequence or last message on the "
-                    "batch's subjects before sending anything again"
+                    "batch's subjects before sending anything again, and send again only "
+                    "messages with a msg_id (the stream drops a copy)"
                 )
             )
         if self._stop is not None:
             self._raise_stop(deadline)
         if final is None:
+            # The commit went out and nothing answered it: the server may have stored the
+            # whole batch (its PubAck lost or late), so this is no plain timeout either.
             self._halt(
-                errors.TimeoutError(
-                    f"fast-ingest batch {self.batch_id}: no PubAck for its commit (batch "
-                    f"sequence {seq}) within {self._ack_timeout} s; acked up to {self._acked}"
+                self._error(
+                    errors.FastIngestOutcomeUnknownError(
+                        f"fast-ingest batch {self.batch_id}: no PubAck for its commit (batch "
+                        f"sequence {seq}) within {self._ack_timeout} s; acked up to "
+                        f"{self._acked}, what the server stored after that is unknown. Check "
+                        "the stream's last sequence or last message on the batch's subjects "
+                        "before sending anything again; the commit may still be on its way, "
+                        "so send again only messages with a msg_id (the stream drops a copy)"
+                    )
                 )
             )
             self._raise_stop()

@@ -567,10 +567,6 @@ def _writer(writeinto: object) -> Optional[Callable[[bytes], None]]:
     return write_all
 
 
-# An expected last subject sequence no subject reaches: a publish the stream refuses.
-_NEVER_SEQ = 2**63 - 1
-
-
 def _wait_ack(fut: Future[api.PubAck], timeout: float, what: str) -> None:
     """Wait up to ``timeout`` for a chunk's ack; its own error, if it failed, as it is."""
     try:
@@ -625,15 +621,17 @@ class ObjectStore:
 
     # --- infos ------------------------------------------------------------------------------
 
-    def _last_msg(self, subject: str) -> Optional[api.RawStreamMsg]:
-        """The newest message on ``subject``; None when there is none."""
+    def _last_msg(self, subject: str, direct: Optional[bool] = None) -> Optional[api.RawStreamMsg]:
+        """The newest message on ``subject``; None when there is none. ``direct`` (default:
+        the bucket's): a direct get, which any replica answers; False asks the leader."""
+        direct = self._direct if direct is None else direct
         try:
             try:
-                return self._js.get_msg(self._stream, last_by_subject=subject, direct=self._direct)
+                return self._js.get_msg(self._stream, last_by_subject=subject, direct=direct)
             except errors.APIError:
                 raise
             except (errors.JetStreamError, errors.NoRespondersError):
-                if not self._direct:
+                if not direct:
                     raise
                 # Nobody answered the direct get: the stream is gone, or does not allow
                 # direct gets. The API says which.
@@ -780,13 +778,16 @@ class ObjectStore:
         seconds; the last error once they are up."""
         deadline = time.monotonic() + wait
         nc = self._js.nc
+        fence = self._chunk_subject(_nuids.next())
         fenced = False
         while True:
             try:
                 if not fenced:
-                    self._fence()
+                    self._fence(fence)
                     fenced = True
-                msg = self._last_msg(self._meta_subject(name))
+                # From the leader: a replica answering a direct get may not have applied
+                # the info yet, fence or not.
+                msg = self._last_msg(self._meta_subject(name), direct=False)
             except (
                 errors.ConnectionLostError,
                 errors.TimeoutError,
@@ -808,22 +809,17 @@ class ObjectStore:
             if nc.is_closed:
                 raise errors.ConnectionClosedError("the client was closed")
 
-    def _fence(self) -> None:
-        """Return once the stream has handled what this client sent it before: a publish
-        it refuses (an expected last subject sequence no subject reaches). The stream
-        takes one client's publishes in order, so an info still on its way in (an ack
-        that timed out on a busy stream) is stored before the refusal comes back, and a
-        read after this cannot miss it (a direct get can overtake a queued publish). The
-        subject is a fresh chunk subject: were it ever stored, nothing points to it."""
-        subject = self._chunk_subject(_nuids.next())
-        try:
-            self._js.publish(subject, b"", expected_last_subject_seq=_NEVER_SEQ)
-        except errors.StreamWrongLastSequenceError:
-            return
-        raise errors.ObjectStoreError(
-            f"bucket {self._name!r}: the stream stored a message it should have refused "
-            f"(expected last subject sequence {_NEVER_SEQ} on {subject!r})"
-        )
+    def _fence(self, subject: str) -> None:
+        """Return once the stream has stored what this client sent it before: a message
+        stored on ``subject`` (a fresh chunk subject), then purged. The leader applies one
+        client's publishes in order and acks one once it is applied, so an info still on
+        its way in (an ack that timed out on a busy stream) is stored before this ack comes
+        back, and a read from the leader after it cannot miss it. (A publish the stream
+        refuses does not do: on a replicated stream the leader refuses it at once, before
+        earlier publishes are applied.) Were the purge lost, the fence is an empty chunk
+        no info points to."""
+        self._js.publish(subject, b"")
+        self._purge_quietly(subject)
 
     def _purge_quietly(self, subject: str) -> None:
         try:

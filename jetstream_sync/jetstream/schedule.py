@@ -10,8 +10,8 @@ schedule=..., schedule_target=...)`` builds those headers here:
 =========================================  ================================================
 an aware ``datetime``                      ``@at 2026-01-02T03:04:05Z``: once, then removed
 a ``timedelta`` (1 s or more)              ``@every 90s``: again and again
-``"@at <RFC 3339>"``, ``"@every <Go        as given (checked here first)
-duration>"``
+``"@at <RFC 3339>"``                       as given (checked here first)
+``"@every <Go duration>"``                 as given (checked here first)
 ``"@hourly"``, ``"@daily"``...             a predefined cron
 ``"*/5 * * * * *"``                        a cron of six fields, seconds first
 =========================================  ================================================

@@ -34,7 +34,9 @@ What it makes (OpenTelemetry messaging semantic conventions, ``messaging.system=
   ``messaging.nats.stream.name`` and ``.sequence``, or with the error. The current trace
   context is injected as W3C ``traceparent`` / ``tracestate`` and ``baggage`` headers; a
   message without headers gets them only while instrumented, and a user's own
-  ``traceparent`` is never overwritten.
+  ``traceparent`` is never overwritten. A message that fits in max_payload without them
+  but not with them is sent without them (``messaging.nats.trace_context.injected`` false
+  on its span, and an event): tracing never makes a publish fail.
 * ``request <subject>`` CLIENT spans; a callback given a core message with a reply subject
   runs in a ``process <subject>`` SERVER span (micro endpoints too), other callbacks in
   CONSUMER ``process`` spans whose parent is the producer's span (from the headers).
@@ -42,16 +44,26 @@ What it makes (OpenTelemetry messaging semantic conventions, ``messaging.system=
   iteration, ``fetch``, ``next`` and ``messages()``: the caller's current span is their
   parent and the producer's a link; with no current span, the producer's is the parent.
 * ``ack|nak|term|in_progress|ack_sync <subject>`` CLIENT spans (operation type ``settle``)
-  with ``messaging.nats.message.delivery_count``.
+  with ``messaging.nats.message.delivery_count``, in the message's trace: in a callback the
+  child of its process span; after ``fetch`` / ``next`` / ``next_msg`` returned, the child
+  of the message's receive span (no span current) or linked to it (from the caller's span).
 * ``jetstream <API words>`` CLIENT spans for every JetStream API call (streams, consumers,
   KV and Object Store management), and ``jetstream DIRECT.GET <stream>`` for a batched
   direct get (``get_batch``, ``get_last_msgs_for``, ``get_msgs``: one span for the whole
-  iteration); the requests and inbox reads made inside make no spans of their own.
+  iteration); the requests and inbox reads made inside make no spans of their own. The
+  durable lookup of ``pull_subscribe`` / ``subscribe``, whose not-found is their expected
+  path (they create the consumer then), is no error span when it finds nothing
+  (``messaging.nats.api.not_found`` and an event instead).
 * Metrics: ``messaging.client.sent.messages``, ``messaging.client.consumed.messages``,
   ``messaging.client.operation.duration``, ``messaging.process.duration`` (semantic
   conventions), and ``nats.client.sent.bytes``, ``nats.client.consumed.bytes``,
   ``nats.client.acks`` (by ``messaging.operation.name``), ``nats.client.dropped.messages``,
   ``nats.client.slow_consumer.events``, ``nats.client.reconnects``, ``nats.client.errors``.
+  Their attributes have a low cardinality: a subject the client makes from unbounded names
+  (a KV key's, an Object Store chunk's, an inbox, a JetStream API call's) is counted by its
+  ``messaging.destination.template`` (``$KV.<bucket>.>``, ``_INBOX.>``,
+  ``$JS.API.CONSUMER.CREATE.>``; see ``_telemetry.destination_template``) instead of its
+  name, and an ephemeral consumer's made-up name is left out; spans keep both.
 
 Every span ends however its call ends: a timeout, a dropped connection or an error is
 recorded on it (``error.type``, an exception event, status ERROR).
@@ -60,7 +72,7 @@ recorded on it (``error.type``, an exception event, status ERROR).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Collection, Optional, TypeVar
+from typing import Any, Callable, Collection, Dict, Optional, TypeVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
@@ -70,9 +82,18 @@ from opentelemetry.trace import SpanKind
 
 from .. import _observe
 from .._version import __version__
-from ..errors import SlowConsumerError
+from ..errors import ConsumerNotFoundError, SlowConsumerError
 from ._patches import Patches
-from ._telemetry import SYSTEM, Telemetry
+from ._telemetry import (
+    SYSTEM,
+    Telemetry,
+    api_template,
+    api_words,
+    error_type,
+    metric_destination,
+    split_api,
+    takes_not_found,
+)
 
 __all__ = ["JetStreamSyncInstrumentor"]
 
@@ -94,32 +115,53 @@ class _Observer:
             self._t.slow_consumers.add(1, {"messaging.system": SYSTEM})
 
     def dropped(self, subject: str) -> None:
-        self._t.dropped.add(1, {"messaging.system": SYSTEM, "messaging.destination.name": subject})
+        self._t.dropped.add(1, {"messaging.system": SYSTEM, **metric_destination(subject)})
 
     def reconnected(self) -> None:
         self._t.reconnects.add(1, {"messaging.system": SYSTEM})
 
     def api_call(self, subject: str, call: Callable[[], T]) -> T:
-        words = _api_words(subject)
+        prefix, rest = split_api(subject)
+        words, _ = api_words(rest)
         attrs = {
             "messaging.system": SYSTEM,
             "messaging.destination.name": subject,
+            # (the metrics' destination: the call without its stream or consumer names)
+            "messaging.destination.template": api_template(prefix, rest),
             "messaging.operation.type": "send",
             "messaging.operation.name": words,
         }
-        with self._t.operation(f"jetstream {words}", SpanKind.CLIENT, attrs):
-            return call()
+        expected = takes_not_found(words)
+        op = self._t.operation(f"jetstream {words}", SpanKind.CLIENT, attrs)
+        try:
+            result = call()
+        except BaseException as exc:
+            if expected and isinstance(exc, ConsumerNotFoundError):
+                op.span.set_attribute("messaging.nats.api.not_found", True)
+                op.span.add_event(
+                    "not found (expected)",
+                    {"exception.type": error_type(exc), "exception.message": str(exc)},
+                )
+                op.finish(None)
+            else:
+                op.finish(exc)
+            raise
+        if words in _CONSUMER_INFOS and isinstance(result, dict):
+            self._consumer_info(result)
+        op.finish(None)
+        return result
+
+    def _consumer_info(self, info: Dict[str, Any]) -> None:
+        """A consumer's info (it was created, or looked up): remember an ephemeral one's
+        name."""
+        name = info.get("name")
+        config = info.get("config")
+        if isinstance(name, str) and isinstance(config, dict) and not config.get("durable_name"):
+            self._t.ephemeral.put(name, True)
 
 
-def _api_words(subject: str) -> str:
-    """``STREAM.INFO`` of ``$JS.API.STREAM.INFO.orders`` (the call, not its names)."""
-    _, sep, rest = subject.partition(".API.")
-    tokens = (rest if sep else subject).split(".")
-    if tokens and tokens[0] in ("STREAM", "CONSUMER", "DIRECT") and len(tokens) > 1:
-        if tokens[1] in ("MSG", "DURABLE", "LEADER", "PEER") and len(tokens) > 2:
-            return ".".join(tokens[:3])
-        return ".".join(tokens[:2])
-    return tokens[0] if tokens else subject
+# The API calls whose answer is a consumer's info.
+_CONSUMER_INFOS = frozenset(("CONSUMER.CREATE", "CONSUMER.DURABLE.CREATE", "CONSUMER.INFO"))
 
 
 class JetStreamSyncInstrumentor(BaseInstrumentor):  # type: ignore[misc]

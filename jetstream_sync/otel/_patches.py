@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
-from opentelemetry.trace import SpanKind
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanKind
 
 from .. import client as client_mod
 from .. import msg as msg_mod
 from .. import subscription as subscription_mod
+from ..errors import MaxPayloadError
 from ..jetstream import batch as batch_mod
 from ..jetstream import consumer as consumer_mod
 from ..jetstream import direct as direct_mod
@@ -27,9 +30,12 @@ from ..jetstream import push as push_mod
 from ._telemetry import (
     SYSTEM,
     Telemetry,
+    _Operation,
     body_size,
+    destination,
     detached,
     error_type,
+    expecting_not_found,
     inside,
     quiet_steps,
     server_attributes,
@@ -38,7 +44,10 @@ from ._telemetry import (
 
 __all__ = ["Patches"]
 
+T = TypeVar("T")
 Wrapper = Callable[..., Any]
+# On a publish's span when its trace context was left out of the message (it did not fit).
+NOT_INJECTED = "messaging.nats.trace_context.injected"
 
 
 class Patches:
@@ -83,7 +92,10 @@ class Patches:
         self._wrap(MessagesContext, "__next__", lambda f: _receive_one(t, f))
         self._wrap(MessagesContext, "next", lambda f: _receive_one(t, f))
         PushSubscriber = push_mod.PushSubscriber
-        self._wrap(PushSubscriber, "subscribe", lambda f: _subscribe(t, f, "cb", 2))
+        self._wrap(
+            PushSubscriber, "subscribe", lambda f: _subscribe(t, _durable_lookup(f), "cb", 2)
+        )
+        self._wrap(pull_mod.PullSubscriber, "pull_subscribe", _durable_lookup)
         self._wrap(PushSubscriber, "subscribe_bind", lambda f: _subscribe(t, f, "cb", 2))
         for cls in (batch_mod.AtomicBatch, fast_ingest_mod.FastPublisher):
             self._wrap(cls, "add", functools.partial(_batch_publish, t, operation="batch.add"))
@@ -102,7 +114,7 @@ def _publish_attrs(
 ) -> Dict[str, Any]:
     attrs: Dict[str, Any] = {
         "messaging.system": SYSTEM,
-        "messaging.destination.name": subject,
+        **destination(subject),
         "messaging.operation.type": "send",
         "messaging.operation.name": operation,
     }
@@ -110,6 +122,26 @@ def _publish_attrs(
         attrs["messaging.message.body.size"] = size
     attrs.update(server_attributes(client))
     return attrs
+
+
+def fitting(op: _Operation, headers: Any, send: Callable[[Any], T]) -> T:
+    """``send(headers)`` with the current trace context added to ``headers``; when the
+    message is then too large for the server (``MaxPayloadError``: the trace headers pushed
+    it over max_payload), ``send(headers)`` as the program gave them, so that tracing never
+    changes what a publish does. The span records that the context was left out (the
+    ``messaging.nats.trace_context.injected`` attribute, false, and an event). A
+    MaxPayloadError is raised before anything is sent, so the second try is the only one
+    that goes out; a message too large without the headers fails as it would untraced."""
+    traced = with_context(headers)
+    if traced is headers:
+        return send(headers)
+    try:
+        return send(traced)
+    except MaxPayloadError as exc:
+        result = send(headers)
+        op.span.set_attribute(NOT_INJECTED, False)
+        op.span.add_event("trace context not injected", {"reason": f"{type(exc).__name__}: {exc}"})
+        return result
 
 
 def _publish(t: Telemetry, f: Wrapper) -> Wrapper:
@@ -127,9 +159,13 @@ def _publish(t: Telemetry, f: Wrapper) -> Wrapper:
         size = body_size(data if payload is None else payload)
         attrs = _publish_attrs(self, subject, "publish", size)
         error = ""
-        with t.operation(f"publish {subject}", SpanKind.PRODUCER, attrs, nested=False):
+        with t.operation(f"publish {subject}", SpanKind.PRODUCER, attrs, nested=False) as op:
             try:
-                f(self, subject, data, reply, with_context(headers), payload=payload)
+                fitting(
+                    op,
+                    headers,
+                    lambda h: f(self, subject, data, reply, h, payload=payload),
+                )
             except BaseException as exc:
                 error = error_type(exc)
                 raise
@@ -153,9 +189,9 @@ def _request(t: Telemetry, f: Wrapper) -> Wrapper:
         size = body_size(data if kwargs.get("payload") is None else kwargs["payload"])
         attrs = _publish_attrs(self, subject, "request", size)
         error = ""
-        with t.operation(f"request {subject}", SpanKind.CLIENT, attrs, nested=False):
+        with t.operation(f"request {subject}", SpanKind.CLIENT, attrs, nested=False) as op:
             try:
-                return f(self, subject, data, timeout, with_context(headers), **kwargs)
+                return fitting(op, headers, lambda h: f(self, subject, data, timeout, h, **kwargs))
             except BaseException as exc:
                 error = error_type(exc)
                 raise
@@ -179,7 +215,7 @@ def _js_publish(t: Telemetry, f: Wrapper) -> Wrapper:
         error = ""
         with t.operation(f"publish {subject}", SpanKind.PRODUCER, attrs) as op:
             try:
-                ack = f(self, subject, data, with_context(headers), *args, **kwargs)
+                ack = fitting(op, headers, lambda h: f(self, subject, data, h, *args, **kwargs))
             except BaseException as exc:
                 error = error_type(exc)
                 raise
@@ -208,7 +244,7 @@ def _js_publish_async(t: Telemetry, f: Wrapper) -> Wrapper:
         attrs = _publish_attrs(self.nc, subject, "publish", size)
         op = t.operation(f"publish {subject}", SpanKind.PRODUCER, attrs)
         try:
-            future = f(self, subject, data, with_context(headers), *args, **kwargs)
+            future = fitting(op, headers, lambda h: f(self, subject, data, h, *args, **kwargs))
         except BaseException as exc:
             op.finish(exc)
             t.sent(subject, "publish", size, error_type(exc))
@@ -241,9 +277,10 @@ def _batch_publish(t: Telemetry, f: Wrapper, *, operation: str) -> Wrapper:
         name = operation if subject is None else f"publish {subject}"
         attrs = _publish_attrs(None, subject or "", operation, size)
         with t.operation(name, SpanKind.PRODUCER, attrs) as op:
-            if subject is not None:
-                headers = with_context(headers)
-            result = f(self, subject, data, headers, **kw)
+            if subject is None:
+                result = f(self, subject, data, headers, **kw)
+            else:
+                result = fitting(op, headers, lambda h: f(self, subject, data, h, **kw))
             if subject is not None:
                 t.sent(subject, operation, size)
             stream = getattr(result, "stream", None)
@@ -275,6 +312,22 @@ def _direct_get(t: Telemetry, f: Wrapper) -> Wrapper:
         return quiet_steps(items, span)
 
     return get
+
+
+def _durable_lookup(f: Wrapper) -> Wrapper:
+    """``pull_subscribe`` / ``subscribe``, which look their durable up first and create it
+    when the lookup finds nothing: that not-found is their expected path, so the lookup's
+    span is no error span (it says not-found in an attribute and an event); any other
+    failure of the lookup, or a later lookup that finds nothing, stays an error."""
+
+    def subscribing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = expecting_not_found("CONSUMER.INFO")
+        try:
+            return f(self, *args, **kwargs)
+        finally:
+            otel_context.detach(token)
+
+    return subscribing
 
 
 def _client_of(obj: Any) -> Any:
@@ -358,7 +411,7 @@ def _settle(t: Telemetry, f: Wrapper, *, name: str) -> Wrapper:
             return f(self, *args, **kwargs)
         attrs: Dict[str, Any] = {
             "messaging.system": SYSTEM,
-            "messaging.destination.name": self.subject,
+            **destination(self.subject),
             "messaging.operation.type": "settle",
             "messaging.operation.name": name,
         }
@@ -370,16 +423,40 @@ def _settle(t: Telemetry, f: Wrapper, *, name: str) -> Wrapper:
             attrs["messaging.nats.message.delivery_count"] = meta.num_delivered
         except Exception:  # pragma: no cover - a malformed ack subject: the call says so
             pass
-        with t.operation(f"{name} {self.subject}", SpanKind.CLIENT, attrs):
+        parent, links = _settle_context(t, reply, name)
+        op = t.operation(f"{name} {self.subject}", SpanKind.CLIENT, attrs, parent, links=links)
+        with op:
             result = f(self, *args, **kwargs)
         t.acks.add(
             1,
-            {
-                "messaging.system": SYSTEM,
-                "messaging.operation.name": name,
-                "messaging.consumer.group.name": attrs.get("messaging.consumer.group.name", ""),
-            },
+            t.metric_attributes(
+                {
+                    "messaging.system": SYSTEM,
+                    "messaging.operation.name": name,
+                    "messaging.consumer.group.name": attrs.get("messaging.consumer.group.name", ""),
+                }
+            ),
         )
         return result
 
     return settle
+
+
+def _settle_context(
+    t: Telemetry, reply: str, name: str
+) -> Tuple[Optional[otel_context.Context], Optional[List[Link]]]:
+    """Where a settle span goes: in the message's trace. Its receive span (when the message
+    was handed out by next_msg, iteration, fetch or messages()) is its parent if no span is
+    current (an ack after fetch() returned), else a link from the current span, when that
+    one is in another trace. A callback's settle is a child of its process span (current,
+    in the message's trace) and has no receive span to find. An in_progress keeps the
+    receive span for the final ack."""
+    receipt = t.receipts.pop(reply) if name != "in_progress" else t.receipts.get(reply)
+    if receipt is None:
+        return None, None
+    current = trace.get_current_span().get_span_context()
+    if not current.is_valid:
+        return trace.set_span_in_context(trace.NonRecordingSpan(receipt)), None
+    if current.trace_id == receipt.trace_id:
+        return None, None
+    return None, [Link(receipt)]

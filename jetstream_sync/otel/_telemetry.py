@@ -9,7 +9,9 @@ Span names and attributes follow OpenTelemetry's messaging semantic conventions
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import threading
 import time
 import urllib.parse
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
@@ -25,11 +27,49 @@ from ..msg import Headers, HeadersLike, Msg
 __all__ = ["Telemetry"]
 
 SYSTEM = "nats"
+DEST = "messaging.destination.name"
+TEMPLATE = "messaging.destination.template"
+GROUP = "messaging.consumer.group.name"
 T = TypeVar("T")
 # Set in the context while one of our spans runs the public API itself (js.publish sends
 # with Client.request, a KV put with js.publish): the inner calls make no spans of their own.
 _INSIDE = otel_context.create_key("jetstream_sync.otel.inside")
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+
+
+# Set in the context while a public call runs whose first lookup of a JetStream API object
+# may well find nothing, and then goes on (pull_subscribe, subscribe: a durable not made
+# yet): that not-found is the expected path, not an error of the API call's span.
+_EXPECT = otel_context.create_key("jetstream_sync.otel.expect_not_found")
+
+
+class _Expectation:
+    """One API call (by its words) whose not-found answer is expected, once."""
+
+    __slots__ = ("pending", "words")
+
+    def __init__(self, words: str) -> None:
+        self.words = words
+        self.pending = True
+
+
+def expecting_not_found(words: str) -> contextvars.Token[otel_context.Context]:
+    """Attach a context in which the next API call ``words`` (``CONSUMER.INFO``) may be
+    answered not-found as a matter of course; returns the token for ``otel_context.detach``."""
+    return otel_context.attach(otel_context.set_value(_EXPECT, _Expectation(words)))
+
+
+def takes_not_found(words: str) -> bool:
+    """Whether this API call (``words``) is the one whose not-found answer its caller expects
+    (see :func:`expecting_not_found`). Only the caller's first such call is: a later lookup
+    that finds nothing is an error."""
+    expectation = otel_context.get_value(_EXPECT)
+    if not isinstance(expectation, _Expectation) or not expectation.pending:
+        return False
+    if expectation.words != words:
+        return False
+    expectation.pending = False
+    return True
 
 
 def inside() -> bool:
@@ -82,6 +122,99 @@ def server_attributes(client: Any) -> Tuple[Tuple[str, Any], ...]:
     except Exception:  # pragma: no cover - a client half made
         return ()
     return () if url is None else _server(url.geturl())
+
+
+# The JetStream API's first words (after ``<prefix>.API.``): a subject holding one of them
+# after ".API." is an API call, whichever the prefix (a domain's, an account's import).
+_API_ROOTS = frozenset(("STREAM", "CONSUMER", "DIRECT", "INFO", "ACCOUNT", "META", "SERVER"))
+
+
+def api_words(rest: str) -> Tuple[str, bool]:
+    """The API call named by ``rest``, what follows ``.API.`` in a JetStream API subject
+    (``STREAM.INFO`` of ``STREAM.INFO.orders``), and whether names follow it (the stream's,
+    the consumer's, a filter's: the variable part)."""
+    tokens = rest.split(".")
+    n = 1
+    if tokens[0] in ("STREAM", "CONSUMER", "DIRECT") and len(tokens) > 1:
+        n = 3 if tokens[1] in ("MSG", "DURABLE", "LEADER", "PEER") and len(tokens) > 2 else 2
+    return ".".join(tokens[:n]), len(tokens) > n
+
+
+def split_api(subject: str) -> Tuple[str, str]:
+    """A JetStream API subject's prefix (``$JS.API``, a domain's ``$JS.hub.API``, an
+    account's own) and the rest, from the first API word on; ("", subject) without one."""
+    head, sep, rest = subject.partition(".API.")
+    if sep:
+        return head + ".API", rest
+    tokens = subject.split(".")
+    for i, token in enumerate(tokens):
+        if token in _API_ROOTS:
+            return ".".join(tokens[:i]), ".".join(tokens[i:])
+    return "", subject
+
+
+def api_template(prefix: str, rest: str) -> str:
+    """The template of an API subject ``<prefix>.<rest>``: the call, then ``.>`` for the
+    names that follow it (``$JS.API.CONSUMER.CREATE.>``)."""
+    words, more = api_words(rest)
+    template = f"{prefix}.{words}" if prefix else words
+    return f"{template}.>" if more else template
+
+
+def destination_template(subject: str) -> Optional[str]:
+    """The low-cardinality form of a subject the client makes from names that vary without
+    bound (``messaging.destination.template``), None for any other subject (the user's own,
+    whose cardinality is the user's to choose: kept as it is).
+
+    Each template is a NATS wildcard subject that matches the subjects it stands for: the
+    fixed part, then ``.>`` where the variable part begins:
+
+    * ``$KV.<bucket>.<key>`` -> ``$KV.<bucket>.>`` (a Key-Value key);
+    * ``$O.<bucket>.C.<nuid>`` / ``$O.<bucket>.M.<name>`` -> ``$O.<bucket>.C.>`` /
+      ``$O.<bucket>.M.>`` (an Object Store's chunks and infos);
+    * ``_INBOX.<nuid>...`` -> ``_INBOX.>`` (inboxes: replies, deliveries);
+    * ``<prefix>.API.<call>.<names>`` -> ``<prefix>.API.<call>.>`` (a JetStream API call,
+      without its stream, consumer or filter: ``$JS.API.CONSUMER.CREATE.>``);
+    * ``$JS.<kind>.<...>`` -> ``$JS.<kind>.>`` (acks, flow control);
+    * ``$SRV.<verb>.<service>.<id>`` -> ``$SRV.<verb>.<service>.>`` (a micro instance).
+    """
+    if not subject:
+        return None
+    first = subject[0]
+    if first == "_":
+        return "_INBOX.>" if subject.startswith("_INBOX.") else None
+    head, sep, rest = subject.partition(".API.")
+    if sep and rest.partition(".")[0] in _API_ROOTS:
+        return api_template(head + ".API", rest)
+    if first != "$":
+        return None
+    tokens = subject.split(".", 3)
+    root = tokens[0]
+    if root == "$KV" and len(tokens) > 2:
+        return f"$KV.{tokens[1]}.>"
+    if root == "$O" and len(tokens) > 3:
+        return f"$O.{tokens[1]}.{tokens[2]}.>"
+    if root == "$JS" and len(tokens) > 2:
+        return f"$JS.{tokens[1]}.>"
+    if root == "$SRV" and len(tokens) > 3:
+        return f"$SRV.{tokens[1]}.{tokens[2]}.>"
+    return None
+
+
+def destination(subject: str) -> Dict[str, Any]:
+    """A span's destination attributes: the subject, and its template when it has one."""
+    template = destination_template(subject)
+    if template is None:
+        return {DEST: subject}
+    return {DEST: subject, TEMPLATE: template}
+
+
+def metric_destination(subject: str) -> Dict[str, Any]:
+    """A metric's destination attribute: the template when the subject has one, else the
+    subject (the semantic conventions put the name on a metric only when its cardinality
+    is low, the template otherwise)."""
+    template = destination_template(subject)
+    return {DEST: subject} if template is None else {TEMPLATE: template}
 
 
 def body_size(data: Any) -> Optional[int]:
@@ -154,7 +287,7 @@ def message_attributes(msg: Msg, operation_type: str, operation: str) -> Dict[st
     """The attributes of a span about one received message."""
     attrs: Dict[str, Any] = {
         "messaging.system": SYSTEM,
-        "messaging.destination.name": msg.subject,
+        **destination(msg.subject),
         "messaging.operation.type": operation_type,
         "messaging.operation.name": operation,
         "messaging.message.body.size": len(msg.data),
@@ -177,11 +310,53 @@ def message_attributes(msg: Msg, operation_type: str, operation: str) -> Dict[st
     return attrs
 
 
+# How many names of ephemeral consumers (and receive spans of messages not yet settled) one
+# instrumentation remembers: beyond that the oldest are forgotten (a bound on memory, not a
+# limit on use: a name forgotten is at worst counted by name, a settle span then parented
+# to the producer's span instead of the receive span).
+_REMEMBERED = 4096
+
+
+class _Recent:
+    """A bounded map, oldest entries forgotten first; thread-safe."""
+
+    __slots__ = ("_items", "_lock", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._items: Dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._size = size
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            items = self._items
+            items[key] = value
+            if len(items) > self._size:
+                del items[next(iter(items))]
+
+    def pop(self, key: str) -> Any:
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def get(self, key: str) -> Any:
+        return self._items.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+
 class Telemetry:
     """The tracer and the instruments of one instrumentation, and the spans they make."""
 
     def __init__(self, tracer: Tracer, meter: Meter) -> None:
         self.tracer = tracer
+        # Consumers seen created without a durable name (ordered consumers, KV watchers,
+        # Object Store reads, unnamed subscriptions): their names are made up per consumer,
+        # so metrics count their messages without them.
+        self.ephemeral = _Recent(_REMEMBERED)
+        # The receive span of each JetStream message handed out (by its ack subject, unique
+        # per delivery) until it is settled: an ack after fetch() returned joins its trace.
+        self.receipts = _Recent(_REMEMBERED)
         self.sent_messages = meter.create_counter(
             "messaging.client.sent.messages", unit="{message}", description="Messages sent."
         )
@@ -256,11 +431,12 @@ class Telemetry:
         attributes: Dict[str, Any],
         context: Optional[otel_context.Context] = None,
         nested: bool = True,
+        links: Optional[Sequence[Link]] = None,
     ) -> _Operation:
         """A context manager: ``span`` current while it runs, ended on the way out (an
         exception recorded with error.type); with ``nested``, the public API called inside
         makes no spans of its own."""
-        return _Operation(self, self.start(name, kind, attributes, context), nested)
+        return _Operation(self, self.start(name, kind, attributes, context, links), nested)
 
     def received(
         self, msg: Msg, operation: str, start_time: Optional[int], client: Any = None
@@ -283,9 +459,12 @@ class Telemetry:
             f"receive {msg.subject}", SpanKind.CONSUMER, attrs, parent, links, start_time
         )
         span.end()
+        reply = msg.reply
+        if reply and reply.startswith("$JS.ACK."):
+            self.receipts.put(reply, span.get_span_context())
         if start_time is not None:
             self.operation_duration.record(
-                (time.time_ns() - start_time) / 1e9, _metric_attrs(attrs)
+                (time.time_ns() - start_time) / 1e9, self.metric_attributes(attrs)
             )
         self.consumed(msg.subject, operation, len(msg.data))
 
@@ -312,11 +491,23 @@ class Telemetry:
 
     # --- metrics ---------------------------------------------------------------------------
 
+    def metric_attributes(self, attrs: Mapping[str, Any]) -> Dict[str, Any]:
+        """The low-cardinality attributes a metric takes of a span's: no ids, sizes or
+        sequences; a subject's template instead of the subject when it has one; no consumer
+        name made up per consumer (an ephemeral consumer's)."""
+        out = {key: attrs[key] for key in _METRIC_KEYS if key in attrs}
+        if TEMPLATE in out:
+            out.pop(DEST, None)
+        group = out.get(GROUP)
+        if group and group in self.ephemeral:
+            del out[GROUP]
+        return out
+
     def sent(self, subject: str, operation: str, size: Optional[int], error: str = "") -> None:
         """Count one message sent."""
         attrs = {
             "messaging.system": SYSTEM,
-            "messaging.destination.name": subject,
+            **metric_destination(subject),
             "messaging.operation.name": operation,
         }
         if error:
@@ -329,7 +520,7 @@ class Telemetry:
         """Count one message handed to the application."""
         attrs = {
             "messaging.system": SYSTEM,
-            "messaging.destination.name": subject,
+            **metric_destination(subject),
             "messaging.operation.name": operation,
         }
         self.consumed_messages.add(1, attrs)
@@ -338,19 +529,15 @@ class Telemetry:
 
 _METRIC_KEYS = (
     "messaging.system",
-    "messaging.destination.name",
+    DEST,
+    TEMPLATE,
     "messaging.operation.type",
     "messaging.operation.name",
-    "messaging.consumer.group.name",
+    GROUP,
     "server.address",
     "server.port",
     "error.type",
 )
-
-
-def _metric_attrs(attrs: Mapping[str, Any]) -> Dict[str, Any]:
-    """The low-cardinality attributes a metric carries (no ids, sizes or sequences)."""
-    return {key: attrs[key] for key in _METRIC_KEYS if key in attrs}
 
 
 class _Operation:
@@ -402,7 +589,7 @@ class _Operation:
             if self._process
             else self._telemetry.operation_duration
         )
-        hist.record(duration, _metric_attrs(attrs))
+        hist.record(duration, self._telemetry.metric_attributes(attrs))
 
 
 def detached(op: _Operation) -> _Operation:

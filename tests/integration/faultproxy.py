@@ -17,6 +17,8 @@ Faults, per direction (``UP`` client -> server, ``DOWN`` server -> client, ``BOT
   close the connection: a connection that dies in the middle of a frame.
 * ``fragment(delay)``: forward every byte as its own write with ``delay`` seconds between
   bytes (TCP_NODELAY on: one segment each).
+* ``release_cut(after)``: end a black hole by forwarding ``after`` bytes of what it held,
+  then close the connection: an answer cut mid-frame while its caller waits.
 * ``heal()``: back to plain forwarding, everywhere.
 
 Counters: ``bytes_in[d]`` (read from the sender) and ``bytes_out[d]`` (written on), per
@@ -139,6 +141,16 @@ class FaultProxy:
                 self._cuts[d] = after
             self._cond.notify_all()
 
+    def release_cut(self, after: int, direction: str = BOTH) -> None:
+        """End a black hole in ``direction`` by forwarding ``after`` bytes of what it held,
+        then closing that connection: an answer the server sent, cut in the middle of its
+        frame while the caller waits for it. Nothing held: like ``cut(after)``."""
+        with self._cond:
+            for d in _directions(direction):
+                self._cuts[d] = after
+                self._modes[d] = _PASS
+            self._cond.notify_all()
+
     def heal(self) -> None:
         with self._cond:
             self._modes = {UP: _PASS, DOWN: _PASS}
@@ -251,6 +263,15 @@ class FaultProxy:
                     continue
                 if held and mode != _HOLE:
                     data, held = bytes(held), bytearray()
+                    with self._cond:
+                        cut = self._cuts[d]
+                        if cut is not None:
+                            self._cuts[d] = None
+                    if cut is not None:  # release_cut: part of what was held, then close
+                        self._forward(link, dst, data[:cut], d, _PASS)
+                        with self._cond:
+                            self.cuts_done += 1
+                        return
                     if not self._forward(link, dst, data, d, mode):
                         return
                     continue

@@ -330,3 +330,34 @@ def _current(js: JetStream, node: NATSServer) -> bool:
     if cl.leader == node.server_name:
         return True
     return any(p.name == node.server_name and p.current for p in cl.replicas or [])
+
+
+def test_object_store_reads_the_info_it_sent_on_an_r3_bucket(js: JetStream) -> None:
+    """A put whose info's ack was lost asks the server which info it holds (issue 35 item
+    1), after a fence that returns once the stream has handled what the client sent before.
+    On an R3 stream a refused publish is answered by the leader at once, before earlier
+    publishes are applied, and a direct get is answered by any replica: the read then missed
+    the info just sent (12-55% of tries in a check), and the put would purge the chunks of
+    the object the server stores. Here each info goes out unacknowledged (publish_async) and
+    the read must see it, every time."""
+    import json
+
+    from jetstream_sync.jetstream.object_store import _ROLLUP
+
+    store = js.create_object_store("R3FENCE", replicas=3)
+    info = store.put("o", b"x")
+    try:
+        subject = store._meta_subject("o")
+        missed = []
+        for i in range(100):
+            payload = info.to_dict()
+            payload["nuid"] = f"nuid{i}"
+            fut = js.publish_async(subject, json.dumps(payload).encode(), headers=_ROLLUP)
+            stored = store._stored_nuid("o", 10.0)
+            fut.result(10)
+            if stored != f"nuid{i}":
+                missed.append((i, stored))
+        assert missed == []
+        assert len(store.list()) == 1
+    finally:
+        js.delete_object_store("R3FENCE")

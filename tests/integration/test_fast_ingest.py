@@ -261,6 +261,28 @@ def test_no_answer_at_all_times_out(js: JetStream, batched: str) -> None:
         pub.add(subject, b"m")  # the batch stays stopped
 
 
+def test_a_commit_never_answered_says_the_outcome_is_unknown(js: JetStream, batched: str) -> None:
+    """Every answer after the commit went out is lost (a black hole on a live connection):
+    the server stored the batch, the client hears nothing within ack_timeout. That is an
+    unknown outcome too, so FastIngestOutcomeUnknownError (still a TimeoutError), not a
+    plain timeout a caller would take as "not stored" (issue 35's fault table)."""
+    subject = f"{batched.lower()}.a"
+    pub = js.fast_publisher(ack_timeout=0.6)
+    for _ in range(5):
+        pub.add(subject, b"m")
+    committed = threading.Event()
+    unanswered = drop_inbound(js.nc, lambda m: committed.is_set() and pub.batch_id in m.subject)
+    with unanswered as dropped, pytest.raises(nats.FastIngestOutcomeUnknownError) as caught:
+        committed.set()
+        pub.commit(subject, b"last")
+    assert dropped, "the commit's PubAck was never seen"
+    assert isinstance(caught.value, nats.TimeoutError)
+    assert "unknown" in str(caught.value) and pub.batch_id in str(caught.value)
+    assert len(stored(js, batched)) == 6
+    with pytest.raises(nats.FastIngestOutcomeUnknownError):
+        pub.commit()  # the batch stays stopped, with the same error
+
+
 def test_bad_arguments_are_refused(js: JetStream, batched: str) -> None:
     for kwargs, what in [
         ({"flow": 0}, "flow"),

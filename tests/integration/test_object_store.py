@@ -420,12 +420,12 @@ def test_a_put_asks_again_when_its_first_look_at_the_info_is_cut(
     read = obs._last_msg
     looks: List[str] = []
 
-    def cut_once(subject: str) -> Any:
+    def cut_once(subject: str, **kw: Any) -> Any:
         if cut:
             looks.append(subject)
             if len(looks) == 1:
                 raise nats.ConnectionLostError("the connection dropped again")
-        return read(subject)
+        return read(subject, **kw)
 
     monkeypatch.setattr(obs, "_last_msg", cut_once)
     new = obs.put("doc", b"n" * 35, meta=meta)
@@ -444,9 +444,9 @@ def test_a_put_whose_info_fate_cannot_be_learned_says_so_and_purges_nothing(
     cut = lose_the_info_ack(monkeypatch, store._js, store.bucket, stored=True)
     read = store._last_msg
 
-    def unanswered(subject: str) -> Any:
+    def unanswered(subject: str, **kw: Any) -> Any:
         if not cut:  # the put's look at the old info, before the cut
-            return read(subject)
+            return read(subject, **kw)
         raise nats.TimeoutError(f"no answer for the last message on {subject}")
 
     monkeypatch.setattr(store, "_last_msg", unanswered)

@@ -976,12 +976,6 @@ def test_ack_in_callback_is_under_its_consumer_span(tel: Tel, nc: nats.Client) -
     tel.all_ended()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README: acks are `settle` spans and its trace tree shows the ack in the message's "
-    "trace; an ack after fetch() returned is a new root trace with no parent and no link to the "
-    "message (semconv recommends linking a settle span to the message's context)",
-)
 def test_ack_after_fetch_stays_in_the_message_trace(tel: Tel, nc: nats.Client) -> None:
     js = nc.jetstream()
     name = f"H{uid()}"
@@ -1130,13 +1124,6 @@ def test_publish_on_closed_connection_span_ends(srv: NATSServer, tel: Tel) -> No
     tel.all_ended()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README: traces are 'off until switched on' and publishes 'put W3C traceparent/"
-    "tracestate/baggage headers on the message'; a publish of exactly max_payload bytes "
-    "that succeeds untraced raises MaxPayloadError once instrumented (the injected headers "
-    "push it over): switching tracing on changes what the program does",
-)
 def test_max_payload_publish_still_works_when_traced(tel: Tel, nc: nats.Client) -> None:
     subj = f"big.{uid()}"
     sub = nc.subscribe(subj)
@@ -1240,13 +1227,6 @@ def _series(tel: Tel, name: str) -> set[tuple[tuple[str, Any], ...]]:
     return {tuple(sorted((p.attributes or {}).items())) for p in tel.metric(name)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README: 'Metrics follow the semantic conventions'; semconv puts "
-    "messaging.destination.name on a metric only 'if and only if [it] is known to have low "
-    "cardinality', yet every Key-Value key becomes its own time series ($KV.<bucket>.<key> "
-    "in messaging.client.sent.messages and operation.duration): 20 keys, 20+ series",
-)
 def test_metric_series_do_not_grow_with_kv_keys(tel: Tel, nc: nats.Client) -> None:
     kv = nc.jetstream().create_key_value(bucket=f"card{uid()}")
     for i in range(20):
@@ -1258,13 +1238,6 @@ def test_metric_series_do_not_grow_with_kv_keys(tel: Tel, nc: nats.Client) -> No
     assert len(_series(tel, "messaging.client.operation.duration")) < 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README: 'Metrics follow the semantic conventions' (low-cardinality "
-    "messaging.destination.name on metrics); each ordered consumer's random name lands in "
-    "operation.duration's destination ($JS.API.CONSUMER.CREATE.<stream>.<random>): one new "
-    "series per ordered consumer / KV watch / Object Store get",
-)
 def test_metric_series_do_not_grow_with_ordered_consumers(tel: Tel, nc: nats.Client) -> None:
     js = nc.jetstream()
     name = f"OC{uid()}"
