@@ -18,6 +18,11 @@ from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name, wait_until
 
 ACK_WAIT = 1.5  # also the pin's TTL: how long a standby waits for a dead pinned instance
+# The pin test's: the pinned instance keeps its pin by pulling again within the TTL (its pulls
+# expire after ack_wait / 2). With 1.5 s that left it 0.5 s, and a process starved that long on
+# a loaded machine (seen serially and on xdist's workers) lost the pin to its standby before
+# the test killed it; 4 s leaves it 2 s. The assertions are the same.
+PIN_ACK_WAIT = 4.0
 PARTITIONS = 4
 KEYS = 8
 
@@ -92,13 +97,13 @@ def test_a_killed_pinned_instance_is_replaced_by_its_standby(server: NATSServer,
             pcgroups.add_members(js, stream, "cg", ["m1", "m2"])
         reports = Reports(nc)
         # m1's first instance hangs with its 6th message in hand; it is pinned, being first.
-        pinned = Member(server.url, kind, stream, "cg", "m1", "m1a", ACK_WAIT, hang=5)
+        pinned = Member(server.url, kind, stream, "cg", "m1", "m1a", PIN_ACK_WAIT, hang=5)
         pinned.wait_ready()
-        other = Member(server.url, kind, stream, "cg", "m2", "m2", ACK_WAIT)
+        other = Member(server.url, kind, stream, "cg", "m2", "m2", PIN_ACK_WAIT)
         other.wait_ready()
         _publish(js, "kv", 0, per_key)
         wait_until(lambda: reports.count("got", "m1a") > 0, 30, "m1a working")
-        standby = Member(server.url, kind, stream, "cg", "m1", "m1b", ACK_WAIT)
+        standby = Member(server.url, kind, stream, "cg", "m1", "m1b", PIN_ACK_WAIT)
         standby.wait_ready()
         wait_until(lambda: reports.count("hung", "m1a"), 30, "m1a hung with a message")
         assert reports.count("got", "m1b") == 0  # a standby while m1a holds the pin

@@ -10,9 +10,12 @@ never errors here).
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import itertools
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterator, List
 
@@ -32,10 +35,23 @@ def node() -> str:
     if major < 18:
         pytest.skip(f"node {out.stdout.strip()} is too old for nats.js 3 (needs >= 18)")
     if not (HERE / "node_modules" / "@nats-io" / "jetstream").is_dir():
-        why = _install_natsjs()
+        why = _install_natsjs_once()
         if why:
             pytest.skip(why)
     return path
+
+
+def _install_natsjs_once() -> str:
+    """:func:`_install_natsjs` under a file lock: the xdist workers that reach the interop
+    tests at the same time install once; the others wait, then find node_modules there."""
+    lock_path = Path(tempfile.gettempdir()) / (
+        "jetstream_sync-npm-" + hashlib.sha256(str(HERE).encode()).hexdigest()[:16] + ".lock"
+    )
+    with open(lock_path, "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+        if (HERE / "node_modules" / "@nats-io" / "jetstream").is_dir():
+            return ""  # another worker installed it while this one waited
+        return _install_natsjs()
 
 
 NPM_CI_TIMEOUT = 600.0

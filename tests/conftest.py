@@ -1,0 +1,99 @@
+"""How the suite is split over pytest-xdist's workers (``-n 3 --dist loadgroup`` in pyproject).
+
+xdist sends a worker a whole *group* of tests at a time; the groups here are:
+
+- every test file is a group of its own: module-scoped fixtures (servers, streams) are made
+  once per file, as in a serial run;
+- everything that starts a JVM is one group, ``spark``: tests/spark, tests/spark_cluster and
+  the examples that import pyspark or jetstream_sync.spark (tests/test_examples.py runs them).
+  One worker holds the session's SparkSession; two JVMs at once would not fit this machine;
+- nats-py's ported tests (tests/natspy) are one group, ``natspy``: they start nats-server on
+  nats-py's fixed ports (4222-4225, 4555, 6223-6225, 8222-8225), so they must run one after
+  the other. No other test binds a fixed port: their servers get theirs from the kernel
+  (port 0 / ``-p -1``, the ephemeral range, 32768 and up here) or, in test_retry_connect,
+  from just below that range (20768 and up), so the natspy group needs no lock beyond
+  running on one worker.
+
+The two heavy groups are handed out first, then the other files largest first, tests/unit's
+last (quick, they even out the end), so the run does not end waiting on one worker. With
+``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own scheduling
+applies.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPARK = "spark"
+NATSPY = "natspy"
+# handed out in this order, before every other group
+FIRST = (SPARK, NATSPY)
+
+_EXAMPLE = re.compile(r"^tests/test_examples\.py::test_example_runs\[(?P<name>[^\]]+)\]$")
+_SPARK_IMPORT = re.compile(
+    r"^\s*(?:import pyspark|from pyspark|import jetstream_sync\.spark|from jetstream_sync\.spark"
+    r"|from jetstream_sync import spark)",
+    re.MULTILINE,
+)
+
+
+@functools.cache
+def _example_needs_spark(name: str) -> bool:
+    try:
+        source = (ROOT / "examples" / name).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return _SPARK_IMPORT.search(source) is not None
+
+
+def group_of(nodeid: str) -> str:
+    """The group of the test ``nodeid`` (relative to the rootdir, as xdist reports it)."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith(("tests/spark/", "tests/spark_cluster/")):
+        return SPARK
+    if path.startswith("tests/natspy/"):
+        return NATSPY
+    example = _EXAMPLE.match(nodeid)
+    if example is not None and _example_needs_spark(example.group("name")):
+        return SPARK
+    return path
+
+
+def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, int]:
+    group, tests = unit
+    return group.startswith("tests/unit/"), -len(tests)
+
+
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
+    """xdist's hook: our group scheduler for ``--dist loadgroup``, xdist's own otherwise."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        """LoadScopeScheduling with :func:`group_of` as the scope, heavy groups first."""
+
+        _ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._ordered:
+                # Once, before the first unit goes out: FIRST's groups, then the files that
+                # start servers, largest first, then tests/unit's (no servers, quick: they
+                # fill the end of the run evenly).
+                self._ordered = True
+                units = list(self.workqueue.items())
+                rank = {name: i for i, name in enumerate(FIRST)}
+                units.sort(key=lambda unit: (rank.get(unit[0], len(FIRST)), *_weight(unit)))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return GroupScheduling(config, log)
