@@ -4,9 +4,13 @@ xdist sends a worker a whole *group* of tests at a time; the groups here are:
 
 - every test file is a group of its own: module-scoped fixtures (servers, streams) are made
   once per file, as in a serial run;
-- everything that starts a JVM is one group, ``spark``: tests/spark, tests/spark_cluster and
-  the examples that import pyspark or jetstream_sync.spark (tests/test_examples.py runs them).
-  One worker holds the session's SparkSession; two JVMs at once would not fit this machine;
+- the tests that share the worker's SparkSession (tests/spark, but for test_spark_connect.py)
+  are one group, ``spark``, so one worker makes that session and its JVM once. What starts a
+  JVM of its own is a group of its own, handed out early beside it: tests/spark_cluster
+  (``spark_cluster``: a standalone cluster, made once for the package),
+  tests/spark/test_spark_connect.py (a Spark Connect server) and each example that imports
+  pyspark or jetstream_sync.spark (tests/test_examples.py runs it in a process of its own).
+  One group for all of them made the run as long as that one worker's ~13 minutes;
 - nats-py's ported tests (tests/natspy) are one group, ``natspy``: they start nats-server on
   nats-py's fixed ports (4222-4225, 4555, 6223-6225, 8222-8225), so they must run one after
   the other. No other test binds a fixed port: their servers get theirs from the kernel
@@ -14,10 +18,10 @@ xdist sends a worker a whole *group* of tests at a time; the groups here are:
   from just below that range (20768 and up), so the natspy group needs no lock beyond
   running on one worker.
 
-The two heavy groups are handed out first, then the other files largest first, tests/unit's
-last (quick, they even out the end), so the run does not end waiting on one worker. With
-``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own scheduling
-applies.
+The heavy groups (FIRST, then the Spark examples) are handed out first, then the other files
+largest first, tests/unit's last (quick, they even out the end), so the run does not end
+waiting on one worker. With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``),
+xdist's own scheduling applies.
 """
 
 from __future__ import annotations
@@ -30,9 +34,13 @@ from typing import Any, Dict, Optional, Tuple
 ROOT = Path(__file__).resolve().parent.parent
 
 SPARK = "spark"
+SPARK_CLUSTER = "spark_cluster"
+SPARK_CONNECT = "tests/spark/test_spark_connect.py"
 NATSPY = "natspy"
-# handed out in this order, before every other group
-FIRST = (SPARK, NATSPY)
+SPARK_EXAMPLE = "spark example "  # + the example's file name: one group each
+# handed out in this order, before every other group: the longest first, so that the run
+# does not end waiting on one of them
+FIRST = (SPARK, SPARK_CLUSTER, SPARK_CONNECT, NATSPY)
 
 _EXAMPLE = re.compile(r"^tests/test_examples\.py::test_example_runs\[(?P<name>[^\]]+)\]$")
 _SPARK_IMPORT = re.compile(
@@ -54,13 +62,17 @@ def _example_needs_spark(name: str) -> bool:
 def group_of(nodeid: str) -> str:
     """The group of the test ``nodeid`` (relative to the rootdir, as xdist reports it)."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith(("tests/spark/", "tests/spark_cluster/")):
+    if path == SPARK_CONNECT:
+        return SPARK_CONNECT
+    if path.startswith("tests/spark/"):
         return SPARK
+    if path.startswith("tests/spark_cluster/"):
+        return SPARK_CLUSTER
     if path.startswith("tests/natspy/"):
         return NATSPY
     example = _EXAMPLE.match(nodeid)
     if example is not None and _example_needs_spark(example.group("name")):
-        return SPARK
+        return SPARK_EXAMPLE + example.group("name")
     return path
 
 
@@ -91,7 +103,13 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
                 self._ordered = True
                 units = list(self.workqueue.items())
                 rank = {name: i for i, name in enumerate(FIRST)}
-                units.sort(key=lambda unit: (rank.get(unit[0], len(FIRST)), *_weight(unit)))
+
+                def order(unit: Tuple[str, Dict[str, bool]]) -> Tuple[int, bool, int]:
+                    if unit[0].startswith(SPARK_EXAMPLE):  # a JVM each: right after FIRST
+                        return (len(FIRST), *_weight(unit))
+                    return (rank.get(unit[0], len(FIRST) + 1), *_weight(unit))
+
+                units.sort(key=order)
                 self.workqueue.clear()
                 self.workqueue.update(units)
             super()._assign_work_unit(node)
