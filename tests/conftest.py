@@ -1,4 +1,4 @@
-"""How the suite is split over pytest-xdist's workers (``-n 3 --dist loadgroup`` in pyproject).
+"""How the suite is split over pytest-xdist's workers (``-n 4 --dist loadgroup``, pyproject).
 
 xdist sends a worker a whole *group* of tests at a time; the groups here are:
 
@@ -26,12 +26,27 @@ xdist's own scheduling applies.
 
 from __future__ import annotations
 
+import compileall
 import functools
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Every JVM the suite starts (the shared SparkSession's, the standalone cluster's master, workers
+# and executors, the Spark Connect server's, each Spark example's) compiles with C1 alone and
+# collects with the serial collector. They live seconds to minutes and do little work each, so
+# C2's compiler threads and G1's concurrent threads were CPU spent for nothing: on the 2-core
+# machine they took about a third of a short session's CPU (20 s -> 13 s for one start and two
+# small jobs), and the run has three or four at once. Nothing a test checks depends on the JIT or
+# the collector. JAVA_TOOL_OPTIONS reaches JVMs started by other programs (spark-submit,
+# spark-class, a Spark worker starting an executor); each prints "Picked up JAVA_TOOL_OPTIONS"
+# on its stderr. A value already set is left alone.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
 
 SPARK = "spark"
 SPARK_CLUSTER = "spark_cluster"
@@ -79,6 +94,19 @@ def group_of(nodeid: str) -> str:
 def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, int]:
     group, tests = unit
     return group.startswith("tests/unit/"), -len(tests)
+
+
+def pytest_configure(config: Any) -> None:
+    """Once, in the process that starts the workers: the package's bytecode, when Python is
+    told not to write it (PYTHONDONTWRITEBYTECODE, as on the CI machines).
+
+    The package is installed editable, so its .pyc files are written on first import, or never
+    with that setting: then each of the run's processes that imports it (the workers, each
+    Spark Python worker, each example and helper program: several hundred) compiled its
+    29,000 lines again, about 0.17 s of CPU each. Python reads .pyc files it was told not to
+    write, so they are written here once, where Python would have put them itself."""
+    if sys.flags.dont_write_bytecode and not hasattr(config, "workerinput"):
+        compileall.compile_dir(str(ROOT / "jetstream_sync"), quiet=1)
 
 
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
