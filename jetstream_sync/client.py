@@ -455,7 +455,9 @@ class Client(Teardown, NatsPyPrivateNames):
         """Send what is buffered (best effort, at most 2 s), close the socket, end every
         subscription; disconnected_cb (when connected) then closed_cb, as nats-py.
 
-        Idempotent. Messages still queued in subscriptions stay readable."""
+        Idempotent. Messages still queued in subscriptions stay readable with ``next_msg``;
+        a subscription's callback runs for none of them (as nats.go and nats-py): ``drain()``
+        has every queued message handled first."""
         self._close(_CLOSE_WRITE)
 
     def _on_internal_error(self, exc: BaseException) -> None:

@@ -240,6 +240,7 @@ class Subscription:
         assert cb is not None
         get = self._q.get
         on_take = self._on_take
+        link = self._table.link
         while True:
             item = get()
             if item is _END:
@@ -251,6 +252,12 @@ class Subscription:
             if self._end_error is not None and self._q.qsize() <= 1:
                 self._done.set()
             if on_take is not None and msg._hdr is not None and on_take(msg):
+                continue
+            if link.closing:
+                # The client closed (or gave up) with this message queued: as nats.go and
+                # nats-py, no callback runs after close(); drain() is how every queued one is
+                # handled first. A callback run now could not reply or ack, so its work
+                # would end in ConnectionClosedError through error_cb, or not, by a race.
                 continue
             try:
                 cb(msg)
