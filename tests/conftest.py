@@ -98,7 +98,7 @@ def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, int]:
 
 def pytest_configure(config: Any) -> None:
     """Once, in the process that starts the workers: the package's bytecode, when Python is
-    told not to write it (PYTHONDONTWRITEBYTECODE, as on the CI machines).
+    told not to write it (PYTHONDONTWRITEBYTECODE, as on the machines this project runs on).
 
     The package is installed editable, so its .pyc files are written on first import, or never
     with that setting: then each of the run's processes that imports it (the workers, each
