@@ -32,7 +32,10 @@ def main() -> None:
     hang_after = int(sys.argv[8]) if len(sys.argv) > 8 else 0
     handled = 0
     with nats.connect(url, name=f"pcg-{wid}") as nc:
-        js = nc.jetstream()
+        # API calls get 20 s, not 5: joining makes consumers (the member's, the config
+        # watcher's) on replicated streams of a 3-node cluster, which took longer than 5 s
+        # once on the 2-core machine with the whole suite running (the watcher's create).
+        js = nc.jetstream(timeout=20.0)
 
         def handle(msg: nats.Msg) -> None:
             nonlocal handled
