@@ -1,4 +1,4 @@
-"""How the suite is split over pytest-xdist's workers (``-n 4 --dist loadgroup``, pyproject).
+"""How the suite is split over pytest-xdist's workers (``-n 6 --dist loadgroup``, pyproject).
 
 xdist sends a worker a whole *group* of tests at a time; the groups here are:
 
@@ -18,10 +18,18 @@ xdist sends a worker a whole *group* of tests at a time; the groups here are:
   from just below that range (20768 and up), so the natspy group needs no lock beyond
   running on one worker.
 
-The heavy groups (FIRST, then the Spark examples) are handed out first, then the other files
-largest first, tests/unit's last (quick, they even out the end), so the run does not end
-waiting on one worker. With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``),
-xdist's own scheduling applies.
+The order groups are handed out in: FIRST's, then the Spark examples, then the groups known to
+take long (LONG), then the other files largest first, tests/unit's last (quick, they even out
+the end), so the run does not end waiting on one worker. At most JVM_GROUPS_AT_ONCE groups that
+start a JVM run at once; a worker asking for work meanwhile gets the next group that starts
+none. With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own
+scheduling applies.
+
+Why six workers on two cores: the JVM groups keep both cores busy (with four of them at once),
+while most other tests wait on servers, timers and other processes. With four workers, the
+run's second half had the cores 10-60% busy, waiting on those tests one at a time per worker;
+two more workers that take no JVM group fill that time (pytest 366 s -> 276-304 s on the 2-core
+machine). Eight made it longer again (296 s: the cores were busy throughout).
 """
 
 from __future__ import annotations
@@ -56,6 +64,27 @@ SPARK_EXAMPLE = "spark example "  # + the example's file name: one group each
 # handed out in this order, before every other group: the longest first, so that the run
 # does not end waiting on one of them
 FIRST = (SPARK, SPARK_CLUSTER, SPARK_CONNECT, NATSPY)
+# The groups that start a JVM of their own (with each Spark example, see starts_a_jvm): at most
+# this many run at once. Four keep both cores busy; a fifth and sixth at once (six workers, no
+# cap) made each JVM slower without making the run shorter.
+JVM_GROUPS = (SPARK, SPARK_CLUSTER, SPARK_CONNECT)
+JVM_GROUPS_AT_ONCE = 4
+# Groups of few tests that take long (seconds measured on the 2-core machine, under the full
+# run's load): handed out before the other files, which go largest first by their count of
+# tests, so that a group of one 30 s test does not start last and end the run alone. A group
+# missing from this list is only handed out later; nothing else depends on it.
+LONG = (
+    "tests/integration/test_fault_proxy.py",  # 82-94 s
+    "tests/integration/test_usage_matrix.py",  # 50-61 s
+    "tests/integration/test_cluster.py",  # 40-58 s
+    "tests/test_examples.py",  # 28-44 s (the examples that need no Spark)
+    "tests/docs/test_api_reference.py",  # 34-94 s (builds the site)
+    "tests/integration/test_worker_pool.py",  # 37-39 s
+    "tests/integration/test_capability_faults.py",  # 34-39 s
+    "tests/integration/test_pcgroups_cluster.py",  # 12-34 s
+    "tests/docs/test_browser.py",  # 25-41 s
+    "tests/integration/test_consumer_late.py",  # 26 s
+)
 
 _EXAMPLE = re.compile(r"^tests/test_examples\.py::test_example_runs\[(?P<name>[^\]]+)\]$")
 _SPARK_IMPORT = re.compile(
@@ -91,22 +120,90 @@ def group_of(nodeid: str) -> str:
     return path
 
 
-def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, int]:
+def starts_a_jvm(group: str) -> bool:
+    """Whether the group starts a JVM (Spark) of its own: see JVM_GROUPS_AT_ONCE."""
+    return group in JVM_GROUPS or group.startswith(SPARK_EXAMPLE)
+
+
+def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, int, int]:
     group, tests = unit
-    return group.startswith("tests/unit/"), -len(tests)
+    long = LONG.index(group) if group in LONG else len(LONG)
+    return group.startswith("tests/unit/"), long, -len(tests)
 
 
 def pytest_configure(config: Any) -> None:
-    """Once, in the process that starts the workers: the package's bytecode, when Python is
-    told not to write it (PYTHONDONTWRITEBYTECODE, as on the machines this project runs on).
+    """Once, in the process that starts the workers, work each worker would do again:
 
-    The package is installed editable, so its .pyc files are written on first import, or never
-    with that setting: then each of the run's processes that imports it (the workers, each
-    Spark Python worker, each example and helper program: several hundred) compiled its
-    29,000 lines again, about 0.17 s of CPU each. Python reads .pyc files it was told not to
-    write, so they are written here once, where Python would have put them itself."""
-    if sys.flags.dont_write_bytecode and not hasattr(config, "workerinput"):
+    - the package's bytecode, when Python is told not to write it (PYTHONDONTWRITEBYTECODE, as
+      on the machines this project runs on). The package is installed editable, so its .pyc
+      files are written on first import, or never with that setting: then each of the run's
+      processes that imports it (the workers, each Spark Python worker, each example and
+      helper program: several hundred) compiled its 29,000 lines again, about 0.17 s of CPU
+      each. Python reads .pyc files it was told not to write, so they are written here once,
+      where Python would have put them itself;
+    - the test files with their asserts rewritten (see _rewrite_test_files)."""
+    if hasattr(config, "workerinput"):
+        return
+    if sys.flags.dont_write_bytecode:
         compileall.compile_dir(str(ROOT / "jetstream_sync"), quiet=1)
+    if config.getoption("numprocesses", None) and config.getoption("assertmode") == "rewrite":
+        _rewrite_test_files(config)
+
+
+def _rewrite_test_files(config: Any) -> None:
+    """Rewrite the asserts of every test file and conftest once, into the cache pytest reads.
+
+    Every xdist worker imports every test file to collect it, and pytest rewrites each file's
+    asserts as it imports it: 4-5 s of CPU per worker for the suite's 230 files, all at once
+    as the run starts, six times over. pytest caches a rewritten file (``__pycache__/*-pytest-*
+    .pyc``) and reads that cache even where it does not write it; but on a fresh clone the
+    workers all start with no cache, and with PYTHONDONTWRITEBYTECODE none is ever written.
+    So it is written here, before the workers start, by one process per core: collection then
+    takes a worker 3 s instead of 7-8 s (the first test ran 11 s into the run instead of 21 s).
+
+    This uses pytest's own rewriting functions, which are private: if they are missing or
+    fail, the workers rewrite the files themselves as before (slower, nothing else changes)."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    if not hasattr(os, "fork"):
+        return
+    files = sorted(
+        str(path)
+        for path in (ROOT / "tests").rglob("*.py")
+        if path.name.startswith("test_") or path.name == "conftest.py"
+    )
+
+    def rewrite_file(name: str) -> None:
+        source = Path(name)
+        pyc = rewrite.get_cache_dir(source) / (source.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(source, pyc) is not None:  # cached already, and current
+            return
+        pyc.parent.mkdir(exist_ok=True)
+        stamp, code = rewrite._rewrite_test(source, config)
+        rewrite._write_pyc(_QuietState(), code, stamp, pyc)
+
+    cores = os.cpu_count() or 1
+    children = []
+    for i in range(cores):
+        pid = os.fork()
+        if pid == 0:  # a child: its share of the files, then out without pytest's teardown
+            try:
+                for name in files[i::cores]:
+                    rewrite_file(name)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+
+
+class _QuietState:
+    """Stands in for pytest's AssertionState, which _write_pyc only uses to trace errors."""
+
+    def trace(self, *args: Any) -> None:
+        pass
 
 
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
@@ -125,14 +222,14 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
 
         def _assign_work_unit(self, node: Any) -> None:
             if not self._ordered:
-                # Once, before the first unit goes out: FIRST's groups, then the files that
-                # start servers, largest first, then tests/unit's (no servers, quick: they
-                # fill the end of the run evenly).
+                # Once, before the first unit goes out: FIRST's groups, the Spark examples,
+                # LONG's, then the files that start servers, largest first, then tests/unit's
+                # (no servers, quick: they fill the end of the run evenly).
                 self._ordered = True
                 units = list(self.workqueue.items())
                 rank = {name: i for i, name in enumerate(FIRST)}
 
-                def order(unit: Tuple[str, Dict[str, bool]]) -> Tuple[int, bool, int]:
+                def order(unit: Tuple[str, Dict[str, bool]]) -> Tuple[int, bool, int, int]:
                     if unit[0].startswith(SPARK_EXAMPLE):  # a JVM each: right after FIRST
                         return (len(FIRST), *_weight(unit))
                     return (rank.get(unit[0], len(FIRST) + 1), *_weight(unit))
@@ -140,6 +237,28 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
                 units.sort(key=order)
                 self.workqueue.clear()
                 self.workqueue.update(units)
-            super()._assign_work_unit(node)
+            # LoadScopeScheduling._assign_work_unit, with the group picked by _next_group
+            # instead of the queue's first
+            group = self._next_group()
+            work_unit = self.workqueue.pop(group)
+            self.assigned_work.setdefault(node, {})[group] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some(
+                [collection.index(nodeid) for nodeid, done in work_unit.items() if not done]
+            )
+
+        def _next_group(self) -> str:
+            """The first group in the queue, passing over those that start a JVM while
+            JVM_GROUPS_AT_ONCE of them run (handed out and not all done)."""
+            running = sum(
+                1
+                for units in self.assigned_work.values()
+                for group, work in units.items()
+                if starts_a_jvm(group) and not all(work.values())
+            )
+            for group in self.workqueue:
+                if running < JVM_GROUPS_AT_ONCE or not starts_a_jvm(group):
+                    return group
+            return next(iter(self.workqueue))  # nothing but JVM groups left
 
     return GroupScheduling(config, log)
