@@ -1,8 +1,9 @@
 """Fixtures of the nats.js interop tests: node, the peers, our JetStream context, streams.
 
 The server is the session's ``nats_server``, with ``js`` and ``stream`` (jetstream_sync.testing);
-nats.js and our client both talk to it. Without node the tests are skipped. Without
-``tests/interop/node_modules`` the session makes it once (``.ci/run`` relies on this):
+nats.js and our client both talk to it. Without node the tests are skipped. Unless
+``tests/interop/node_modules`` holds an install of the committed lock file made here (INSTALLED
+marks it), the session makes it once (``.ci/run`` relies on this):
 ``npm ci --prefix tests/interop`` installs the nats.js versions of the committed lock file;
 without npm, or if that install fails, the tests are skipped with the reason (a fresh clone
 never errors here).
@@ -34,24 +35,42 @@ def node() -> str:
     major = int(out.stdout.strip().lstrip("v").split(".")[0])
     if major < 18:
         pytest.skip(f"node {out.stdout.strip()} is too old for nats.js 3 (needs >= 18)")
-    if not (HERE / "node_modules" / "@nats-io" / "jetstream").is_dir():
-        why = _install_natsjs_once()
-        if why:
-            pytest.skip(why)
+    why = _install_natsjs_once()
+    if why:
+        pytest.skip(why)
     return path
 
 
+# Written into node_modules once ``npm ci`` has installed all of the lock file: its content is
+# the lock file's hash, so a changed lock file installs again.
+INSTALLED = HERE / "node_modules" / ".jetstream_sync-installed"
+
+
+def _lock_hash() -> str:
+    return hashlib.sha256((HERE / "package-lock.json").read_bytes()).hexdigest()
+
+
 def _install_natsjs_once() -> str:
-    """:func:`_install_natsjs` under a file lock: the xdist workers that reach the interop
-    tests at the same time install once; the others wait, then find node_modules there."""
+    """:func:`_install_natsjs` under a file lock, unless INSTALLED says it is done: the xdist
+    workers that reach the interop tests at the same time install once; the others wait, then
+    find it done. Every worker takes the lock, even where node_modules is there: ``npm ci``
+    writes the packages one by one, and a worker that only looked for one of them started
+    nats.js while another worker's install had not written ``@nats-io/transport-node`` yet
+    (ERR_MODULE_NOT_FOUND, in 1 of 5 runs on six workers)."""
     lock_path = Path(tempfile.gettempdir()) / (
         "jetstream_sync-npm-" + hashlib.sha256(str(HERE).encode()).hexdigest()[:16] + ".lock"
     )
     with open(lock_path, "a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file is closed
-        if (HERE / "node_modules" / "@nats-io" / "jetstream").is_dir():
-            return ""  # another worker installed it while this one waited
-        return _install_natsjs()
+        try:
+            if INSTALLED.read_text() == _lock_hash():
+                return ""  # installed, by this run's other worker or before
+        except OSError:
+            pass
+        why = _install_natsjs()
+        if not why:
+            INSTALLED.write_text(_lock_hash())
+        return why
 
 
 NPM_CI_TIMEOUT = 600.0
