@@ -38,9 +38,7 @@ import compileall
 import functools
 import os
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -57,24 +55,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # on its stderr. A value already set is left alone.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
-
-# ... and at niceness 5, by way of a JAVA_HOME whose bin/java is a script that runs the real
-# one under `nice` (everything else in it links to the real JDK): Spark's scripts, its launcher
-# and a standalone worker starting an executor all run $JAVA_HOME/bin/java. What the JVMs start
-# (Spark's Python workers) inherits the niceness. Spark's CPU has no deadline measured in
-# milliseconds; many other tests have one (nats-py's test_fetch_heartbeats fails when no
-# heartbeat comes for 0.2 s, which happened in 1 of 5 full runs on six workers while three or
-# four JVMs ran at the usual priority), so the kernel gives a core first to those tests, which
-# wake up to do a little work on time, and the rest to Spark. The cost: the Spark groups take
-# longer (the shared session's group 222 s -> 286-311 s, a Spark example up to 118 s), the run
-# about as long. JSS_JVM_NICE=0 turns it off. Made in pytest_configure.
-JVM_NICENESS = 5
-_JAVA_WRAPPER = """#!/bin/sh
-# jetstream_sync's test suite runs this JVM at niceness {niceness}: see tests/conftest.py
-n=$(nice)
-if [ "$n" -lt {niceness} ]; then exec nice -n $(({niceness} - n)) "{java}" "$@"; fi
-exec "{java}" "$@"
-"""
 
 SPARK = "spark"
 SPARK_CLUSTER = "spark_cluster"
@@ -164,42 +144,10 @@ def pytest_configure(config: Any) -> None:
     - the test files with their asserts rewritten (see _rewrite_test_files)."""
     if hasattr(config, "workerinput"):
         return
-    niced_home = _niced_java_home()
-    if niced_home is not None:
-        os.environ["JAVA_HOME"] = str(niced_home)  # before the workers start: they inherit it
-        config.add_cleanup(functools.partial(shutil.rmtree, niced_home, ignore_errors=True))
     if sys.flags.dont_write_bytecode:
         compileall.compile_dir(str(ROOT / "jetstream_sync"), quiet=1)
     if config.getoption("numprocesses", None) and config.getoption("assertmode") == "rewrite":
         _rewrite_test_files(config)
-
-
-def _niced_java_home() -> Optional[Path]:
-    """A JAVA_HOME whose bin/java runs the real one at JVM_NICENESS (see there); None where
-    there is no Java, no ``nice``, or the user set JSS_JVM_NICE=0."""
-    if os.environ.get("JSS_JVM_NICE") == "0" or shutil.which("nice") is None:
-        return None
-    if os.environ.get("JAVA_HOME"):
-        real = Path(os.environ["JAVA_HOME"]).resolve()
-    else:
-        java = shutil.which("java")
-        if java is None:
-            return None
-        real = Path(java).resolve().parent.parent
-    if not (real / "bin" / "java").is_file():
-        return None
-    home = Path(tempfile.mkdtemp(prefix="jss-java-home-"))
-    for entry in real.iterdir():
-        if entry.name != "bin":
-            (home / entry.name).symlink_to(entry)
-    (home / "bin").mkdir()
-    for tool in (real / "bin").iterdir():
-        if tool.name != "java":
-            (home / "bin" / tool.name).symlink_to(tool)
-    wrapper = home / "bin" / "java"
-    wrapper.write_text(_JAVA_WRAPPER.format(niceness=JVM_NICENESS, java=real / "bin" / "java"))
-    wrapper.chmod(0o755)
-    return home
 
 
 def _rewrite_test_files(config: Any) -> None:

@@ -182,11 +182,7 @@ def test_example_runs(name: str) -> None:
         [sys.executable, str(EXAMPLES / name)],
         capture_output=True,
         text=True,
-        # A guard against a hung example, not a speed check: the Spark examples' JVMs run at a
-        # lower priority than the rest of the suite (tests/conftest.py) and took 25-118 s
-        # beside it on the 2-core machine. Below pytest's own 180 s per test (pyproject), so
-        # that a hung example fails here, with its output.
-        timeout=170,
+        timeout=120,
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
