@@ -22,8 +22,9 @@ The order groups are handed out in: FIRST's, then the Spark examples, then the g
 take long (LONG), then the other files largest first, tests/unit's last (quick, they even out
 the end), so the run does not end waiting on one worker. At most JVM_GROUPS_AT_ONCE groups that
 start a JVM run at once; a worker asking for work meanwhile gets the next group that starts
-none. With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own
-scheduling applies.
+none (unless only such groups are left: a worker given nothing would never be asked again).
+With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own scheduling
+applies.
 
 Why six workers on two cores: the JVM groups keep both cores busy (with four of them at once),
 while most other tests wait on servers, timers and other processes. With four workers, the
@@ -142,7 +143,7 @@ def pytest_configure(config: Any) -> None:
       each. Python reads .pyc files it was told not to write, so they are written here once,
       where Python would have put them itself;
     - the test files with their asserts rewritten (see _rewrite_test_files)."""
-    if hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput") or config.getoption("collectonly", False):
         return
     if sys.flags.dont_write_bytecode:
         compileall.compile_dir(str(ROOT / "jetstream_sync"), quiet=1)
@@ -154,7 +155,7 @@ def _rewrite_test_files(config: Any) -> None:
     """Rewrite the asserts of every test file and conftest once, into the cache pytest reads.
 
     Every xdist worker imports every test file to collect it, and pytest rewrites each file's
-    asserts as it imports it: 4-5 s of CPU per worker for the suite's 230 files, all at once
+    asserts as it imports it: 4-5 s of CPU per worker for the suite's 140 test files, all at once
     as the run starts, six times over. pytest caches a rewritten file (``__pycache__/*-pytest-*
     .pyc``) and reads that cache even where it does not write it; but on a fresh clone the
     workers all start with no cache, and with PYTHONDONTWRITEBYTECODE none is ever written.
@@ -180,18 +181,24 @@ def _rewrite_test_files(config: Any) -> None:
         pyc = rewrite.get_cache_dir(source) / (source.name[:-3] + rewrite.PYC_TAIL)
         if rewrite._read_pyc(source, pyc) is not None:  # cached already, and current
             return
-        pyc.parent.mkdir(exist_ok=True)
-        stamp, code = rewrite._rewrite_test(source, config)
-        rewrite._write_pyc(_QuietState(), code, stamp, pyc)
+        pyc.parent.mkdir(parents=True, exist_ok=True)
+        source_hash, code = rewrite._rewrite_test(source, config)
+        rewrite._write_pyc(_QuietState(), code, source_hash, pyc)
 
-    cores = os.cpu_count() or 1
+    try:
+        cores = len(os.sched_getaffinity(0))  # the cores this process may use
+    except AttributeError:
+        cores = os.cpu_count() or 1
     children = []
     for i in range(cores):
         pid = os.fork()
         if pid == 0:  # a child: its share of the files, then out without pytest's teardown
             try:
                 for name in files[i::cores]:
-                    rewrite_file(name)
+                    try:
+                        rewrite_file(name)
+                    except Exception:
+                        pass  # a worker rewrites this one itself, as before
             finally:
                 os._exit(0)
         children.append(pid)

@@ -67,6 +67,11 @@ def _install_natsjs_once() -> str:
                 return ""  # installed, by this run's other worker or before
         except OSError:
             pass
+        if (HERE / "node_modules" / ".package-lock.json").is_file():
+            # Installed by someone else (a user's own `npm ci`): npm writes its hidden lock
+            # file once the install is done, and no worker of this run is installing now
+            # (this one holds the lock), so it is complete; kept as it is.
+            return ""
         why = _install_natsjs()
         if not why:
             INSTALLED.write_text(_lock_hash())
@@ -81,7 +86,8 @@ def _install_natsjs() -> str:
     npm = shutil.which("npm")
     if npm is None:
         return (
-            "tests/interop/node_modules is missing and npm is not on PATH to install it: "
+            "tests/interop/node_modules has no complete install and npm is not on PATH to "
+            "install it: "
             "`npm ci --prefix tests/interop` installs the nats.js versions of the lock file"
         )
     command = [npm, "ci", "--prefix", str(HERE), "--no-audit", "--no-fund", "--loglevel=error"]
