@@ -1,4 +1,4 @@
-"""How the suite is split over pytest-xdist's workers (``-n 6 --dist loadgroup``, pyproject).
+"""How the suite is split over pytest-xdist's workers (``-n 4 --dist loadgroup``, pyproject).
 
 xdist sends a worker a whole *group* of tests at a time; the groups here are:
 
@@ -26,11 +26,13 @@ none (unless only such groups are left: a worker given nothing would never be as
 With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own scheduling
 applies.
 
-Why six workers on two cores: the JVM groups keep both cores busy (with four of them at once),
-while most other tests wait on servers, timers and other processes. With four workers, the
-run's second half had the cores 10-60% busy, waiting on those tests one at a time per worker;
-two more workers that take no JVM group fill that time (pytest 366 s -> 276-304 s on the 2-core
-machine). Eight made it longer again (296 s: the cores were busy throughout).
+Why four workers on two cores, not six: with four, the run's second half has the cores 10-60%
+busy, waiting on tests that wait on servers, timers and other processes. Six workers (two more
+that take no JVM group while four JVM groups run) fill that time: pytest 366 s -> 276-413 s on
+the 2-core machine, eight 294 s. But with the cores saturated for the whole run, tests with
+deadlines of milliseconds failed: nats-py's test_fetch_heartbeats (0.2 s without a heartbeat)
+in 1 of 5 runs, and two Spark examples past their 120 s in one more. Running the JVMs niced
+made the Spark groups the run's tail (423-511 s). So four, until those are solved.
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ SPARK_EXAMPLE = "spark example "  # + the example's file name: one group each
 # does not end waiting on one of them
 FIRST = (SPARK, SPARK_CLUSTER, SPARK_CONNECT, NATSPY)
 # The groups that start a JVM of their own (with each Spark example, see starts_a_jvm): at most
-# this many run at once. Four keep both cores busy; a fifth and sixth at once (six workers, no
-# cap) made each JVM slower without making the run shorter.
+# this many run at once (it matters with more than four workers). Four keep both cores busy; a
+# fifth and sixth at once (six workers, no cap) made each JVM slower without making the run shorter.
 JVM_GROUPS = (SPARK, SPARK_CLUSTER, SPARK_CONNECT)
 JVM_GROUPS_AT_ONCE = 4
 # Groups of few tests that take long (seconds measured on the 2-core machine, under the full
@@ -156,7 +158,7 @@ def _rewrite_test_files(config: Any) -> None:
 
     Every xdist worker imports every test file to collect it, and pytest rewrites each file's
     asserts as it imports it: 4-5 s of CPU per worker for the suite's 140 test files, all at once
-    as the run starts, six times over. pytest caches a rewritten file (``__pycache__/*-pytest-*
+    as the run starts, once per worker. pytest caches a rewritten file (``__pycache__/*-pytest-*
     .pyc``) and reads that cache even where it does not write it; but on a fresh clone the
     workers all start with no cache, and with PYTHONDONTWRITEBYTECODE none is ever written.
     So it is written here, before the workers start, by one process per core: collection then
