@@ -1,4 +1,4 @@
-"""How the suite is split over pytest-xdist's workers (``-n 4 --dist loadgroup``, pyproject).
+"""How the suite is split over pytest-xdist's workers (``-n 6 --dist loadgroup``, pyproject).
 
 xdist sends a worker a whole *group* of tests at a time; the groups here are:
 
@@ -26,16 +26,13 @@ none (unless only such groups are left: a worker given nothing would never be as
 With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own scheduling
 applies.
 
-Why four workers on two cores, not six: with four, the run's second half has the cores 10-60%
-busy, waiting on tests that wait on servers, timers and other processes. Six workers (two more
-that take no JVM group while four JVM groups run) fill that time: pytest 366 s -> 276-413 s on
-the 2-core machine, eight 294 s. But with the cores saturated for the whole run, tests with
-deadlines of milliseconds failed: nats-py's test_fetch_heartbeats (0.2 s without a heartbeat)
-in 1 of 5 runs, and two Spark examples past their 120 s in one more. Running the JVMs niced
-made the Spark groups the run's tail (423-511 s). So four, until those are solved. Handing out
-the groups known to take long early (the fault proxy, the usage matrix, the cluster tests) put
-them beside the JVMs' busiest minutes: with four workers, 2 of 2 runs then failed a test with
-a deadline (a pinned-client failover, nats-py's own KV history), so they go by size again.
+Six workers, four of them busy while the JVMs run (WORKERS_WHILE_JVMS, JVM_TAIL): the first
+minutes have three or four JVMs at once and both cores at 100%; more workers then only made
+every test slower (with six busy from the start, tests with deadlines of milliseconds failed
+and two Spark examples passed their 120 s guard). Once at most one group that starts a JVM is
+left, the two idle workers join: the tests that run then wait on servers, timers and other
+processes, and with four workers the cores were 50-90% busy. On the 2-core machine (one run
+each, same clone): four workers 414 s, six this way 370 s.
 """
 
 from __future__ import annotations
@@ -76,6 +73,12 @@ FIRST = (SPARK, SPARK_CLUSTER, SPARK_CONNECT, NATSPY)
 # shorter.
 JVM_GROUPS = (SPARK, SPARK_CLUSTER, SPARK_CONNECT)
 JVM_GROUPS_AT_ONCE = 4
+# While more than JVM_TAIL groups that start a JVM are left (queued or running), only
+# WORKERS_WHILE_JVMS workers have work; the others wait, idle, and join when the JVMs are
+# nearly all done. See the module docstring: the JVMs keep both cores busy, and more workers
+# then only made every test slower.
+WORKERS_WHILE_JVMS = 4
+JVM_TAIL = 1
 
 _EXAMPLE = re.compile(r"^tests/test_examples\.py::test_example_runs\[(?P<name>[^\]]+)\]$")
 _SPARK_IMPORT = re.compile(
@@ -233,6 +236,8 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
                 units.sort(key=order)
                 self.workqueue.clear()
                 self.workqueue.update(units)
+            if not self._may_take_work(node):
+                return
             # LoadScopeScheduling._assign_work_unit, with the group picked by _next_group
             # instead of the queue's first
             group = self._next_group()
@@ -242,6 +247,31 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
             node.send_runtest_some(
                 [collection.index(nodeid) for nodeid, done in work_unit.items() if not done]
             )
+
+        def _reschedule(self, node: Any) -> None:
+            super()._reschedule(node)
+            # Workers kept idle while the JVMs ran join as soon as they may (or, with the
+            # queue empty, are shut down: a worker nobody asks again must be told).
+            for other in self.nodes:
+                idle = not self._pending_of(self.assigned_work.get(other, {}))
+                if other is not node and idle and self._may_take_work(other):
+                    super()._reschedule(other)
+
+        def _may_take_work(self, node: Any) -> bool:
+            """False for an idle worker while the JVM groups need the cores (see
+            WORKERS_WHILE_JVMS): it stays idle, and _reschedule asks again later."""
+            if not self.workqueue or self._pending_of(self.assigned_work.get(node, {})):
+                return True  # nothing to hold back, or a busy worker's next group
+            groups = [*self.workqueue] + [
+                group
+                for units in self.assigned_work.values()
+                for group, work in units.items()
+                if not all(work.values())
+            ]
+            if sum(1 for group in groups if starts_a_jvm(group)) <= JVM_TAIL:
+                return True
+            busy = sum(1 for units in self.assigned_work.values() if self._pending_of(units))
+            return busy < WORKERS_WHILE_JVMS
 
         def _next_group(self) -> str:
             """The first group in the queue, passing over those that start a JVM while

@@ -30,15 +30,26 @@ from run import delete_await  # noqa: E402
 PROGRAMS = sorted(p.stem for p in PORTS.glob("*.py") if p.stem != "run")
 
 
+# nats-py's own race, on the reference side only: its kv.history() reads the consumer's
+# num_pending to know when the history is complete, and on a busy machine it can end before the
+# first entry and raise NoKeysError for a key that has three revisions (seen in full runs on
+# the 2-core machine). The nats-py run is what ours is compared with, not what is tested, so
+# that one failure gets up to two more tries on a fresh server; ours gets one.
+NATS_PY_RACES = ("NoKeysError",)
+
+
 def run(which: str, program: str) -> List[str]:
-    with NATSServer(jetstream=True) as srv:
-        proc = subprocess.run(
-            [sys.executable, str(PORTS / "run.py"), which, str(PORTS / f"{program}.py")],
-            env=dict(os.environ, NATS_URL=srv.url),
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+    for _ in range(3 if which == "nats-py" else 1):
+        with NATSServer(jetstream=True) as srv:
+            proc = subprocess.run(
+                [sys.executable, str(PORTS / "run.py"), which, str(PORTS / f"{program}.py")],
+                env=dict(os.environ, NATS_URL=srv.url),
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+        if proc.returncode == 0 or not any(r in proc.stderr for r in NATS_PY_RACES):
+            break
     assert proc.returncode == 0, f"{program} on {which} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout.splitlines()
 

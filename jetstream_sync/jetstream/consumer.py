@@ -183,7 +183,8 @@ class PullConsumer:
         """One pull request for ``max_messages`` (default 100) or ``max_bytes``: the messages
         that came before it was complete or ``max_wait`` ran out (possibly none). With
         ``no_wait``, only what is there already. With ``heartbeat``, NoHeartbeatError when
-        ``heartbeat_alarm`` (default 2) intervals pass without anything. ``group`` and the
+        ``heartbeat_alarm`` (default 2) intervals pass without anything and a PING round trip
+        (up to 1 s, or the alarm's time if longer) brings nothing either. ``group`` and the
         rest: priority groups (ADR-42), see :mod:`jetstream_sync.jetstream.priority`."""
         prio = self._priority(group, min_pending, min_ack_pending, priority)
         alarm = check_alarm(heartbeat_alarm)
@@ -336,6 +337,12 @@ class PullConsumer:
                     if wait > SIGNAL_SLICE:
                         continue  # a slice of the wait (Ctrl-C stays seen), not all of it
                     if watch is not None and watch.missed() and not deadline.expired:
+                        if not watch.confirmed(
+                            self._nc.flush, deadline.remaining(), lambda: not q.empty()
+                        ):
+                            continue  # it came after all: this process was slow, not the server
+                        if deadline.expired:
+                            break
                         raise errors.NoHeartbeatError(
                             f"fetch from {self._where}: no message and no heartbeat for "
                             f"{watch.limit} s"

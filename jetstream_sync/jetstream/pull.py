@@ -315,7 +315,8 @@ class PullSubscription:
         publish a moment before its consumers count it, so right after a publish that may
         be nothing. ``heartbeat`` asks the server for idle heartbeats during a long pull, and
         :class:`NoHeartbeatError` when ``heartbeat_alarm`` (default 2) intervals pass
-        without anything.
+        without anything and a PING round trip (up to 1 s, or the alarm's time if longer)
+        brings nothing either.
 
         On a consumer with priority groups (ADR-42) ``group`` is required, with
         ``min_pending`` / ``min_ack_pending`` (overflow) or ``priority`` (prioritized);
@@ -588,6 +589,12 @@ class PullSubscription:
                         break
                     if watch is not None and watch.missed():
                         if msgs:
+                            break
+                        if not watch.confirmed(
+                            self._nc.flush, deadline.remaining(), lambda: not q.empty()
+                        ):
+                            continue  # it came after all: this process was slow, not the server
+                        if deadline.expired:
                             break
                         raise errors.NoHeartbeatError(
                             f"fetch from {self._where}: no message and no heartbeat for "

@@ -10,7 +10,7 @@ a legacy fetch raises on a limit that a consume() loop only reports.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from .. import errors
 from .._seam import raw_headers
@@ -120,6 +120,7 @@ def pending_counts(msg: Msg) -> Tuple[int, int]:
 
 
 PULL_HEARTBEAT_ALARM = 2.0  # missed intervals before NoHeartbeatError on a pull (ADR-37)
+CONFIRM_WAIT = 1.0  # the longest a missed alarm waits for its PING's PONG (HeartbeatWatch)
 
 
 def check_alarm(alarm: Any) -> float:
@@ -160,3 +161,23 @@ class HeartbeatWatch:
     def missed(self) -> bool:
         """True when nothing came for ``limit`` seconds."""
         return time.monotonic() - self._last >= self.limit
+
+    def confirmed(
+        self, flush: Callable[[float], None], wait: float, arrived: Callable[[], bool]
+    ) -> bool:
+        """Whether a missed alarm is the server's silence, not this process's: called when
+        ``missed()``, before raising. ``flush`` sends a PING and waits up to ``wait`` seconds
+        for its PONG (``Client.flush``); everything the server wrote before the PONG has then
+        been read, so a heartbeat that only sat in the socket while this process did not run
+        (a busy machine: the waiting thread woke past the alarm and looked at an empty queue)
+        is seen, and ``arrived()`` is true. The PONG wait is bounded by ``max(limit, 1 s)``
+        (and ``wait``, what is left of the caller's deadline), so a dead connection still
+        raises soon after the alarm. True: raise; False: something came, go on."""
+        try:
+            flush(min(wait, max(self.limit, CONFIRM_WAIT)))
+        except errors.NATSError:
+            return not arrived()  # no PONG either (or no connection): nothing to wait for
+        if arrived():
+            self.alive()
+            return False
+        return True

@@ -220,6 +220,12 @@ def test_pinned_failover_after_priority_timeout(
     assert info.priority_groups and info.priority_groups[0].pinned_id == pin_a
 
     a.stop()  # the pinned client goes quiet: after priority_timeout (1 s) B is pinned
+    # stop() does not wait for the server to see A's UNSUB: until it does, A's outstanding
+    # pull takes what is published (A gives it back, -NAK, and B gets it as a redelivery, out
+    # of `later`'s order). On a busy machine the UNSUB came after the publishes below (B's
+    # seqs began at 31, not 22): the flush makes the order this test is about (A gone, then
+    # the messages) certain.
+    a.nc.flush()
     later = fill(js, stream, 20)
     wait_until(lambda: len(b.seqs) == 20, timeout=15, what="the standby taking over")
     pin_b = b.pins()[0]

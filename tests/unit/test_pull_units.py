@@ -4,6 +4,7 @@ status table and the heartbeat alarm (no server, no sleeping)."""
 from __future__ import annotations
 
 import json
+from typing import List
 
 import pytest
 from freezegun import freeze_time
@@ -150,6 +151,41 @@ def test_heartbeat_alarm_at_twice_the_interval() -> None:
         assert not watch.missed() and watch.due_in() == pytest.approx(0.1, abs=1e-3)
         clock.tick(0.1)
         assert watch.missed() and watch.due_in() == 0.0
+
+
+def test_a_missed_alarm_is_confirmed_by_a_ping_before_it_is_raised() -> None:
+    # confirmed(): a PING round trip (flush) first; what the server wrote before its PONG has
+    # then been read. The flush is given at most max(limit, 1 s), and no more than the wait.
+    with freeze_time("2026-01-01 00:00:00") as clock:
+        watch = status.HeartbeatWatch(0.1)  # limit 0.2 s
+        clock.tick(0.5)  # this process did not run for 0.5 s
+        assert watch.missed()
+        queued: List[str] = []
+        asked: List[float] = []
+
+        def heartbeat_was_in_the_socket(timeout: float) -> None:
+            asked.append(timeout)
+            queued.append("heartbeat")  # read on the way to the PONG
+
+        assert not watch.confirmed(heartbeat_was_in_the_socket, 5.0, lambda: bool(queued))
+        assert asked == [1.0] and not watch.missed()  # it came: the watch starts again
+
+        clock.tick(0.5)
+        asked.clear()
+        assert watch.confirmed(lambda t: asked.append(t), 0.3, lambda: False)  # a PONG, nothing
+        assert asked == [0.3]  # the caller's deadline bounds the wait
+
+        def no_pong(timeout: float) -> None:
+            raise errors.FlushTimeoutError("no PONG")
+
+        assert watch.confirmed(no_pong, 5.0, lambda: False)  # no PONG either: raise
+        assert not watch.confirmed(no_pong, 5.0, lambda: True)  # but it came meanwhile
+    with freeze_time("2026-01-01 00:00:00") as clock:
+        slow = status.HeartbeatWatch(2.0)  # limit 4 s: the PONG may take that long
+        clock.tick(4.0)
+        asked.clear()
+        assert slow.confirmed(lambda t: asked.append(t), 30.0, lambda: False)
+        assert asked == [4.0]
 
 
 def test_heartbeat_alarm_factor_is_configurable() -> None:
