@@ -22,7 +22,7 @@ The order groups are handed out in: FIRST's, then the Spark examples, then the o
 largest first, tests/unit's last (quick, they even out
 the end), so the run does not end waiting on one worker. At most JVM_GROUPS_AT_ONCE groups that
 start a JVM run at once; a worker asking for work meanwhile gets the next group that starts
-none (unless only such groups are left: a worker given nothing would never be asked again).
+none (unless only such groups are left).
 With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own scheduling
 applies.
 
@@ -253,8 +253,11 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
             # Workers kept idle while the JVMs ran join as soon as they may (or, with the
             # queue empty, are shut down: a worker nobody asks again must be told).
             for other in self.nodes:
+                if other is node or other not in self.registered_collections:
+                    continue  # (a worker that replaces a crashed one, still collecting: its
+                    # collection's arrival schedules it, as xdist does)
                 idle = not self._pending_of(self.assigned_work.get(other, {}))
-                if other is not node and idle and self._may_take_work(other):
+                if idle and self._may_take_work(other):
                     super()._reschedule(other)
 
         def _may_take_work(self, node: Any) -> bool:

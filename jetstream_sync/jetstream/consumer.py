@@ -337,12 +337,12 @@ class PullConsumer:
                     if wait > SIGNAL_SLICE:
                         continue  # a slice of the wait (Ctrl-C stays seen), not all of it
                     if watch is not None and watch.missed() and not deadline.expired:
+                        if msgs:
+                            break  # what came is returned; the next fetch meets the silence
                         if not watch.confirmed(
                             self._nc.flush, deadline.remaining(), lambda: not q.empty()
                         ):
-                            continue  # it came after all: this process was slow, not the server
-                        if deadline.expired:
-                            break
+                            continue  # it came after all (this process was slow), or time is up
                         raise errors.NoHeartbeatError(
                             f"fetch from {self._where}: no message and no heartbeat for "
                             f"{watch.limit} s"

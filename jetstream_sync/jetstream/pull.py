@@ -593,9 +593,7 @@ class PullSubscription:
                         if not watch.confirmed(
                             self._nc.flush, deadline.remaining(), lambda: not q.empty()
                         ):
-                            continue  # it came after all: this process was slow, not the server
-                        if deadline.expired:
-                            break
+                            continue  # it came after all (this process was slow), or time is up
                         raise errors.NoHeartbeatError(
                             f"fetch from {self._where}: no message and no heartbeat for "
                             f"{watch.limit} s (heartbeat {hb} s)"

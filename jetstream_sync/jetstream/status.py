@@ -171,13 +171,14 @@ class HeartbeatWatch:
         been read, so a heartbeat that only sat in the socket while this process did not run
         (a busy machine: the waiting thread woke past the alarm and looked at an empty queue)
         is seen, and ``arrived()`` is true. The PONG wait is bounded by ``max(limit, 1 s)``
-        (and ``wait``, what is left of the caller's deadline), so a dead connection still
-        raises soon after the alarm. True: raise; False: something came, go on."""
+        and by ``wait`` (what is left of the caller's deadline).
+
+        True (raise): the PONG came and nothing else did, or no PONG came within the whole
+        bound. False (go on: the caller's loop takes what came, or ends at its deadline):
+        something arrived, or the caller's deadline cut the PONG wait short."""
+        bound = max(self.limit, CONFIRM_WAIT)
         try:
-            flush(min(wait, max(self.limit, CONFIRM_WAIT)))
-        except errors.NATSError:
-            return not arrived()  # no PONG either (or no connection): nothing to wait for
-        if arrived():
-            self.alive()
-            return False
-        return True
+            flush(min(wait, bound))
+        except errors.NATSError:  # no PONG (or no connection)
+            return not arrived() and wait >= bound
+        return not arrived()

@@ -320,6 +320,44 @@ def test_missed_heartbeats_are_reported_and_the_pull_renewed(
         cc.stop()
 
 
+def test_a_fetch_raises_on_silence_but_returns_what_came_before_it(
+    server_factory: Callable[..., NATSServer],
+) -> None:
+    """fetch(heartbeat=0.2) on a server that stops (SIGSTOP) while the pull waits: with nothing
+    received, NoHeartbeatError (after the alarm and a PING that gets no PONG: about 1.4 s, far
+    inside max_wait); with two messages received first, those two, not the error (they would
+    be lost to this caller until ack_wait)."""
+    srv = server_factory(jetstream=True)
+    with nats.connect(srv.url, ping_interval=60) as nc, nats.connect(srv.url) as watcher:
+        js = nc.jetstream()
+        js.add_stream(name="HF", subjects=["hf"])
+        wjs = watcher.jetstream()
+
+        def pause_when_the_pull_waits(name: str) -> None:
+            wait_until(lambda: wjs.consumer_info("HF", name).num_waiting == 1, what="the pull")
+            srv.pause()
+
+        for sent in (0, 2):
+            for i in range(sent):
+                js.publish("hf", b"%d" % i)
+            # a consumer each: the first round's pull still waits at the server afterwards
+            c = js.create_or_update_consumer("HF", durable_name=f"w{sent}")
+            t = threading.Thread(target=pause_when_the_pull_waits, args=(f"w{sent}",))
+            t.start()
+            try:
+                if sent:
+                    got = c.fetch(5, max_wait=20, heartbeat=0.2)
+                    assert [int(m.data) for m in got] == [0, 1]
+                else:
+                    with pytest.raises(nats.NoHeartbeatError, match="heartbeat"):
+                        c.fetch(5, max_wait=20, heartbeat=0.2)
+            finally:
+                t.join(15)
+                srv.resume()
+            assert not t.is_alive()
+            nc.flush(10)  # the server is back before the next round
+
+
 # --- ordered consumers ----------------------------------------------------------------------
 
 
