@@ -1,6 +1,7 @@
 """What several integration test modules share: an error_cb that keeps what it is given,
 the client operations a server trace log (``nats-server -V``) shows, draining a
-Key-Value watcher, and a time bound for a plain ``for`` over a blocking iterator."""
+Key-Value watcher, a time bound for a plain ``for`` over a blocking iterator, and a server
+stopped once a pull waits on it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.kv import Entry, KeyWatcher
+from jetstream_sync.testing import wait_until
 
 
 class Errors:
@@ -85,3 +87,23 @@ def stop_after(it: _Stoppable, seconds: float) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
+
+
+@contextmanager
+def paused_once_pull_waits(srv: Any, js: Any, stream: str, consumer: str) -> Iterator[None]:
+    """Stop ``srv`` (SIGSTOP) from another thread once ``consumer`` has a waiting pull, as
+    the block's fetch makes one; resume it when the block ends. ``js`` must be a connection
+    other than the fetching one (it asks the server while the fetch waits)."""
+
+    def pause_when_the_pull_waits() -> None:
+        wait_until(lambda: js.consumer_info(stream, consumer).num_waiting == 1, what="the pull")
+        srv.pause()
+
+    t = threading.Thread(target=pause_when_the_pull_waits)
+    t.start()
+    try:
+        yield
+    finally:
+        t.join(15)
+        srv.resume()
+    assert not t.is_alive()

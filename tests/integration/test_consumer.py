@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, List
 
 import pytest
-from support import Errors, stop_after
+from support import Errors, paused_once_pull_waits, stop_after
 
 import jetstream_sync as nats
 from jetstream_sync import AckPolicy
@@ -332,29 +332,18 @@ def test_a_fetch_raises_on_silence_but_returns_what_came_before_it(
         js = nc.jetstream()
         js.add_stream(name="HF", subjects=["hf"])
         wjs = watcher.jetstream()
-
-        def pause_when_the_pull_waits(name: str) -> None:
-            wait_until(lambda: wjs.consumer_info("HF", name).num_waiting == 1, what="the pull")
-            srv.pause()
-
         for sent in (0, 2):
             for i in range(sent):
                 js.publish("hf", b"%d" % i)
             # a consumer each: the first round's pull still waits at the server afterwards
             c = js.create_or_update_consumer("HF", durable_name=f"w{sent}")
-            t = threading.Thread(target=pause_when_the_pull_waits, args=(f"w{sent}",))
-            t.start()
-            try:
+            with paused_once_pull_waits(srv, wjs, "HF", f"w{sent}"):
                 if sent:
                     got = c.fetch(5, max_wait=20, heartbeat=0.2)
                     assert [int(m.data) for m in got] == [0, 1]
                 else:
                     with pytest.raises(nats.NoHeartbeatError, match="heartbeat"):
                         c.fetch(5, max_wait=20, heartbeat=0.2)
-            finally:
-                t.join(15)
-                srv.resume()
-            assert not t.is_alive()
             nc.flush(10)  # the server is back before the next round
 
 
