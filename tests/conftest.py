@@ -19,8 +19,10 @@ xdist sends a worker a whole *group* of tests at a time; the groups here are:
   running on one worker.
 
 The order groups are handed out in: FIRST's, then the Spark examples, then the other files
-largest first, tests/unit's last (quick, they even out
-the end), so the run does not end waiting on one worker. At most JVM_GROUPS_AT_ONCE groups that
+longest first (by GROUP_SECONDS, measured; the files not in it by their number of tests),
+tests/unit's last (quick, they even out the end), so the run does not end waiting on one
+worker; a worker given work while it still has LONG_AHEAD seconds to run gets the queue's last
+group (a short one) instead of its first. At most JVM_GROUPS_AT_ONCE groups that
 start a JVM run at once; a worker asking for work meanwhile gets the next group that starts
 none (unless only such groups are left).
 With ``--dist`` other than ``loadgroup`` (``-n 0``, ``--dist load``), xdist's own scheduling
@@ -119,9 +121,66 @@ def starts_a_jvm(group: str) -> bool:
     return group in JVM_GROUPS or group.startswith(SPARK_EXAMPLE)
 
 
-def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, int]:
+# How long the groups that take longest for their number of tests ran (the middle of four runs
+# of the whole suite with six workers on the 2-core machine, seconds from their first test's
+# start to their last test's end). Only the hand-out uses it, twice:
+# - the order: handed out by their number of tests, the fault table's 17 tests (86 s) and the
+#   docs' 6 and 6 (which wait on one Sphinx build, ~60 s) went out 250-280 s into a run of
+#   375 s, and the run ended with one worker busy for 15 s while the others had nothing left;
+# - which group a busy worker is given: xdist gives a worker its next group while it still has
+#   up to two tests to run (a worker runs a test only once it knows the next one), so a group
+#   given to a worker starting a 35 s Spark example waited those 35 s while other workers went
+#   idle (the usage matrix, 59 s, started 60 s late and ended the run alone). A worker with
+#   LONG_AHEAD seconds or more still to run is given the queue's last group instead, a short one.
+# A file missing here or grown since is only handed out by its number of tests, as before.
+GROUP_SECONDS: Dict[str, float] = {
+    SPARK: 210,
+    SPARK_CLUSTER: 170,
+    NATSPY: 170,
+    SPARK_CONNECT: 55,
+    SPARK_EXAMPLE + "otel_pipeline.py": 46,
+    SPARK_EXAMPLE + "spark_connect.py": 40,
+    SPARK_EXAMPLE + "spark_pipeline.py": 36,
+    SPARK_EXAMPLE + "pcgroups_spark.py": 25,
+    "tests/integration/test_fault_proxy.py": 86,
+    "tests/docs/test_api_reference.py": 68,
+    "tests/docs/test_browser.py": 61,
+    "tests/integration/test_usage_matrix.py": 59,
+    "tests/integration/test_cluster.py": 53,
+    "tests/test_examples.py": 43,
+    "tests/integration/test_capability_faults.py": 39,
+    "tests/integration/test_worker_pool.py": 38,
+    "tests/otel/test_otel_judge.py": 36,
+    "tests/integration/test_pcgroups_cluster.py": 35,
+    "tests/interop/test_natsjs.py": 28,
+    "tests/integration/test_consumer_late.py": 26,
+    "tests/integration/test_pull.py": 25,
+    "tests/integration/test_kv.py": 20,
+    "tests/integration/test_pcgroups_judge.py": 19,
+    "tests/integration/test_push.py": 18,
+    "tests/integration/test_pcgroups_processes.py": 15,
+    "tests/docs/test_code_blocks.py": 10,
+    "tests/unit/test_js_api.py": 19,
+    "tests/unit/test_protocol_properties.py": 15,
+    "tests/unit/test_hostile_parser.py": 13,
+}
+
+
+LONG_AHEAD = 10.0
+TEST_SECONDS = 0.5  # a test of a group not in GROUP_SECONDS (most take less)
+
+
+def seconds_per_test(group: str, tests: int) -> float:
+    """A test's share of its group's measured seconds (TEST_SECONDS when not measured)."""
+    known = GROUP_SECONDS.get(group)
+    return TEST_SECONDS if known is None else known / max(1, tests)
+
+
+def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, float, int]:
+    """Sort key of a group that is neither in FIRST nor a Spark example: tests/unit's last,
+    then the longest (GROUP_SECONDS) first, then the most tests first."""
     group, tests = unit
-    return group.startswith("tests/unit/"), -len(tests)
+    return group.startswith("tests/unit/"), -GROUP_SECONDS.get(group, 0.0), -len(tests)
 
 
 def pytest_configure(config: Any) -> None:
@@ -222,13 +281,13 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
         def _assign_work_unit(self, node: Any) -> None:
             if not self._ordered:
                 # Once, before the first unit goes out: FIRST's groups, the Spark examples,
-                # then the files that start servers, largest first, then tests/unit's
+                # then the files that start servers, longest first, then tests/unit's
                 # (no servers, quick: they fill the end of the run evenly).
                 self._ordered = True
                 units = list(self.workqueue.items())
                 rank = {name: i for i, name in enumerate(FIRST)}
 
-                def order(unit: Tuple[str, Dict[str, bool]]) -> Tuple[int, bool, int]:
+                def order(unit: Tuple[str, Dict[str, bool]]) -> Tuple[int, bool, float, int]:
                     if unit[0].startswith(SPARK_EXAMPLE):  # a JVM each: right after FIRST
                         return (len(FIRST), *_weight(unit))
                     return (rank.get(unit[0], len(FIRST) + 1), *_weight(unit))
@@ -240,7 +299,7 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
                 return
             # LoadScopeScheduling._assign_work_unit, with the group picked by _next_group
             # instead of the queue's first
-            group = self._next_group()
+            group = self._next_group(node)
             work_unit = self.workqueue.pop(group)
             self.assigned_work.setdefault(node, {})[group] = work_unit
             collection = self.registered_collections[node]
@@ -276,8 +335,9 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
             busy = sum(1 for units in self.assigned_work.values() if self._pending_of(units))
             return busy < WORKERS_WHILE_JVMS
 
-        def _next_group(self) -> str:
-            """The first group in the queue, passing over those that start a JVM while
+        def _next_group(self, node: Any) -> str:
+            """The first group in the queue (the last, a short one, for a worker with
+            LONG_AHEAD seconds still to run), passing over those that start a JVM while
             JVM_GROUPS_AT_ONCE of them run (handed out and not all done)."""
             running = sum(
                 1
@@ -285,9 +345,20 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Optional[Any]:
                 for group, work in units.items()
                 if starts_a_jvm(group) and not all(work.values())
             )
-            for group in self.workqueue:
-                if running < JVM_GROUPS_AT_ONCE or not starts_a_jvm(group):
-                    return group
-            return next(iter(self.workqueue))  # nothing but JVM groups left
+            eligible = [
+                group
+                for group in self.workqueue
+                if running < JVM_GROUPS_AT_ONCE or not starts_a_jvm(group)
+            ]
+            if not eligible:
+                return next(iter(self.workqueue))  # nothing but JVM groups left
+            return eligible[-1] if self._ahead(node) >= LONG_AHEAD else eligible[0]
+
+        def _ahead(self, node: Any) -> float:
+            """The estimated seconds of the tests the worker has still to run."""
+            return sum(
+                seconds_per_test(group, len(work)) * list(work.values()).count(False)
+                for group, work in self.assigned_work.get(node, {}).items()
+            )
 
     return GroupScheduling(config, log)
