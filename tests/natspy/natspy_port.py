@@ -25,7 +25,9 @@ import ast
 import builtins
 import hashlib
 import importlib
+import marshal
 import os
+import sys
 import tarfile
 import types
 import urllib.request
@@ -164,9 +166,44 @@ class _Port(ast.NodeTransformer):
 
 
 def port(source: str, filename: str) -> types.CodeType:
-    tree = _Port().visit(ast.parse(source, filename))
-    ast.fix_missing_locations(tree)
-    return compile(tree, filename, "exec")
+    def make() -> types.CodeType:
+        tree = _Port().visit(ast.parse(source, filename))
+        ast.fix_missing_locations(tree)
+        return compile(tree, filename, "exec")
+
+    return _cached("port", source + "\0" + filename, make)  # type: ignore[no-any-return]
+
+
+def _cached(kind: str, source: str, make: Any) -> Any:
+    """``make()``, kept in the cache beside the sdist (marshal), keyed by the source, this
+    file and the Python: every xdist worker imports the ported modules to collect them, and
+    parsing, porting and compiling nats-py's three files took each worker ~0.8 s of CPU."""
+    key = hashlib.sha256(
+        "\0".join((kind, source, sys.version, _own_digest())).encode()
+    ).hexdigest()[:32]
+    path = cache_dir() / "ported" / f"{kind}-{key}.marshal"
+    try:
+        return marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        pass  # not made yet (or unreadable): made here
+    value = make()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.part")
+        tmp.write_bytes(marshal.dumps(value))
+        tmp.replace(path)  # whole or not at all, for the other workers reading it
+    except OSError:
+        pass  # a cache that cannot be written only costs the time it would save
+    return value
+
+
+_OWN_DIGEST: list[str] = []
+
+
+def _own_digest() -> str:
+    if not _OWN_DIGEST:
+        _OWN_DIGEST.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
+    return _OWN_DIGEST[0]
 
 
 # --- nats-py's module names, mapped to ours ------------------------------------------------
@@ -259,17 +296,22 @@ def _module(name: str) -> _NatsModule:
 
 def missing_modules(source: str) -> list[str]:
     """The nats modules a test file imports that we do not have (a reason to skip it)."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module]
-        for name in names:
-            if name in _MODULES and _module(name)._ours is None:
-                out.append(name)
+    out = [
+        name
+        for name in _cached("imports", source, lambda: _imported_modules(source))
+        if name in _MODULES and _module(name)._ours is None
+    ]
     return sorted(set(out))
+
+
+def _imported_modules(source: str) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
 
 
 def _importer(harness: types.ModuleType, threadio: types.ModuleType) -> Any:

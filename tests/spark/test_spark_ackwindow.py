@@ -203,8 +203,8 @@ def test_string_data_null_data_and_default_subjects(
 @pytest.mark.parametrize(
     ("columns", "default", "problem"),
     [
-        ({"subject": pa.array(["{p}.a", None]), "data": [b"1", b"2"]}, None, "no subject"),
-        ({"subject": pa.array(["{p}.a", ""]), "data": [b"1", b"2"]}, None, "no subject"),
+        ({"subject": ["{p}.a", None], "data": [b"1", b"2"]}, None, "no subject"),
+        ({"subject": ["{p}.a", ""], "data": [b"1", b"2"]}, None, "no subject"),
         ({"data": [b"1"]}, None, "needs a subject column or the subject option"),
         ({"subject": ["{p}.a"]}, "{p}.d", "needs a data column"),
         ({"subject": ["{p}.a"], "data": [1]}, None, "data column must be binary or string"),
@@ -221,9 +221,7 @@ def test_bad_columns_are_refused_and_nothing_is_stored(
     stream = new_stream()
     p = stream.lower()
 
-    def fill(v: Any) -> Any:
-        if isinstance(v, pa.Array):
-            v = v.to_pylist()
+    def fill(v: List[Any]) -> List[Any]:
         return [x.format(p=p) if isinstance(x, str) else x for x in v]
 
     batch = record_batch(**{k: fill(v) for k, v in columns.items()})

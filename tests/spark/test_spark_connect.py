@@ -25,15 +25,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-try:
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-except ImportError as exc:  # grpcio, zstandard, ... missing or too old
-    pytest.skip(
-        f"the Spark Connect client cannot be imported ({exc}): install the test extra, "
-        "which includes pyspark[connect]",
-        allow_module_level=True,
-    )
-
 import jetstream_sync as nats
 import jetstream_sync.spark
 from jetstream_sync.msg import Headers
@@ -190,6 +181,15 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Spark Connect session on a server of its own, stopped after the module."""
     if os.name != "posix":
         pytest.skip("start-connect-server.sh is a POSIX shell script")
+    # Imported here, not at the top: it brings grpc and pandas (0.7 s of CPU), and every xdist
+    # worker imports every test module to collect it, while one runs these tests.
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as exc:  # grpcio, zstandard, ... missing or too old
+        pytest.skip(
+            f"the Spark Connect client cannot be imported ({exc}): install the test extra, "
+            "which includes pyspark[connect]"
+        )
     java_home = os.environ.get("JAVA_HOME")
     if not (java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK)) and not (
         shutil.which("java")
