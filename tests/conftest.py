@@ -130,7 +130,8 @@ def starts_a_jvm(group: str) -> bool:
 # - which group a busy worker is given: xdist gives a worker its next group while it still has
 #   up to two tests to run (a worker runs a test only once it knows the next one), so a group
 #   given to a worker starting a 35 s Spark example waited those 35 s while other workers went
-#   idle (the usage matrix, 59 s, started 60 s late and ended the run alone). A worker with
+#   idle (the usage matrix, 59 s, started ~60 s late, and the run's last 50 s used a quarter
+#   to a half of the cores). A worker with
 #   LONG_AHEAD seconds or more still to run is given the queue's last group instead, a short one.
 # A file missing here or grown since is only handed out by its number of tests, as before.
 GROUP_SECONDS: Dict[str, float] = {
@@ -177,8 +178,8 @@ def seconds_per_test(group: str, tests: int) -> float:
 
 
 def _weight(unit: Tuple[str, Dict[str, bool]]) -> Tuple[bool, float, int]:
-    """Sort key of a group that is neither in FIRST nor a Spark example: tests/unit's last,
-    then the longest (GROUP_SECONDS) first, then the most tests first."""
+    """Sort key of a group within its rank (FIRST's, the Spark examples', the rest's):
+    tests/unit's last, then the longest (GROUP_SECONDS) first, then the most tests first."""
     group, tests = unit
     return group.startswith("tests/unit/"), -GROUP_SECONDS.get(group, 0.0), -len(tests)
 

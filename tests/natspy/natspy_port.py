@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import importlib
 import marshal
@@ -32,7 +33,7 @@ import tarfile
 import types
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, TypeVar
 
 NATS_PY_VERSION = "2.14.0"
 SDIST_URL = (
@@ -171,10 +172,13 @@ def port(source: str, filename: str) -> types.CodeType:
         ast.fix_missing_locations(tree)
         return compile(tree, filename, "exec")
 
-    return _cached("port", source + "\0" + filename, make)  # type: ignore[no-any-return]
+    return _cached("port", source + "\0" + filename, make)
 
 
-def _cached(kind: str, source: str, make: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _cached(kind: str, source: str, make: Callable[[], _T]) -> _T:
     """``make()``, kept in the cache beside the sdist (marshal), keyed by the source, this
     file and the Python: every xdist worker imports the ported modules to collect them, and
     parsing, porting and compiling nats-py's three files took each worker ~0.8 s of CPU."""
@@ -183,27 +187,23 @@ def _cached(kind: str, source: str, make: Any) -> Any:
     ).hexdigest()[:32]
     path = cache_dir() / "ported" / f"{kind}-{key}.marshal"
     try:
-        return marshal.loads(path.read_bytes())
+        return marshal.loads(path.read_bytes())  # type: ignore[no-any-return]
     except (OSError, ValueError, EOFError, TypeError):
         pass  # not made yet (or unreadable): made here
     value = make()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.part")
-        tmp.write_bytes(marshal.dumps(value))
+        tmp.write_bytes(marshal.dumps(value))  # type: ignore[arg-type]  # (code, str list)
         tmp.replace(path)  # whole or not at all, for the other workers reading it
     except OSError:
         pass  # a cache that cannot be written only costs the time it would save
     return value
 
 
-_OWN_DIGEST: list[str] = []
-
-
+@functools.cache
 def _own_digest() -> str:
-    if not _OWN_DIGEST:
-        _OWN_DIGEST.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
-    return _OWN_DIGEST[0]
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
 # --- nats-py's module names, mapped to ours ------------------------------------------------
@@ -296,12 +296,8 @@ def _module(name: str) -> _NatsModule:
 
 def missing_modules(source: str) -> list[str]:
     """The nats modules a test file imports that we do not have (a reason to skip it)."""
-    out = [
-        name
-        for name in _cached("imports", source, lambda: _imported_modules(source))
-        if name in _MODULES and _module(name)._ours is None
-    ]
-    return sorted(set(out))
+    imported = _cached("imports", source, lambda: _imported_modules(source))
+    return sorted({name for name in imported if name in _MODULES and _module(name)._ours is None})
 
 
 def _imported_modules(source: str) -> list[str]:
