@@ -36,6 +36,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["OrderedConsumer", "OrderedConsumerFactory"]
 
 _INACTIVE = 300.0  # an abandoned link of the chain is removed by the server after this
+# A rebuild's request, when the caller's wait has less left than this, still gets this long:
+# a live server answers in milliseconds, and a call with little time left must still be
+# able to rebuild (a loop of fetch(max_wait=0.1) calls would otherwise never get through).
+_LEAST_TRY = 1.0
+_TRIES = 100  # of a rebuild nobody waits on (consume(), a bare messages() iteration)
 # Errors after which the chain is rebuilt instead of the error being raised.
 _BREAKS = (
     ChainBroken,
@@ -87,6 +92,7 @@ class OrderedConsumer:
         self._consumer_seq = 0  # of that message, in the current link of the chain
         self._consumer: Optional[PullConsumer] = None
         self._left = False  # messages()/consume() stopped: the current link is deleted
+        self._broken = False  # a rebuild gave up at its caller's deadline: the next read retries
         self._lock = threading.RLock()
         self.resets = 0  # how many times the chain was rebuilt (for the curious and tests)
         self._link()
@@ -107,8 +113,9 @@ class OrderedConsumer:
         assert self._consumer is not None
         return self._consumer.info
 
-    def _link(self) -> PullConsumer:
-        """Make the next consumer of the chain, starting after the last message seen."""
+    def _link(self, timeout: Optional[float] = None) -> PullConsumer:
+        """Make the next consumer of the chain, starting after the last message seen;
+        ``timeout``: of the request (default: the JetStream context's)."""
         self._serial += 1
         cfg = dataclasses.replace(self._template, name=f"{self._base}_{self._serial}")
         if self._stream_seq:
@@ -119,8 +126,11 @@ class OrderedConsumer:
                 opt_start_time=None,
             )
         old = self._consumer
-        self._consumer = self._js.create_or_update_consumer(self.stream, cfg)
+        info = self._js._upsert_consumer(self.stream, cfg, {}, "", timeout)
+        self._consumer = PullConsumer(self._js, info.stream_name or self.stream, info)
         self._consumer_seq = 0
+        self._broken = False
+        self._left = False
         if old is not None:
             self._js._delete_consumer_nowait(self.stream, old.name)
         return self._consumer
@@ -142,15 +152,21 @@ class OrderedConsumer:
             self._left = True
             self._js._delete_consumer_nowait(self.stream, self._consumer.name)
 
-    def _relink(self) -> None:
-        """Rebuild the chain; while the server is unreachable (a restart), try again until
-        it answers: the caller's wait is what bounds this."""
-        self.resets += 1
+    def _relink(self, deadline: Optional[Deadline] = None) -> bool:
+        """Rebuild the chain; while the server is unreachable (a restart), try again.
+        With the caller's ``deadline`` (fetch, next, ``messages().next``), stop trying once it
+        has passed and return False: the chain stays broken and the next read rebuilds it.
+        Without one (consume, a bare iteration), give up after ``_TRIES`` tries (minutes,
+        each try waiting up to the context's timeout) and raise what the last one met."""
+        if not self._broken:
+            self.resets += 1
+        self._broken = True
         delay = 0.05
-        for _ in range(100):
+        for _ in range(_TRIES):
+            timeout = None if deadline is None else max(deadline.remaining(), _LEAST_TRY)
             try:
-                self._link()
-                return
+                self._link(timeout)
+                return True
             except (
                 errors.TimeoutError,
                 errors.JetStreamNotEnabledError,
@@ -158,9 +174,15 @@ class OrderedConsumer:
                 errors.ConnectionLostError,
             ) as exc:
                 self._core.report(exc)
-                time.sleep(delay)  # the server is coming back: nothing to wait on but time
+                if deadline is not None and deadline.expired:
+                    return False
+                # the server is coming back: nothing to wait on but time
+                time.sleep(delay if deadline is None else min(delay, deadline.remaining()))
                 delay = min(delay * 2, 1.0)
+                if deadline is not None and deadline.expired:
+                    return False
         self._link()  # the last try raises what it meets
+        return True
 
     def _accept(self, msg: Msg) -> bool:
         """True to hand ``msg`` out; False on a gap (the chain must be rebuilt)."""
@@ -181,18 +203,19 @@ class OrderedConsumer:
         deadline = Deadline(t)
         with self._lock:
             while True:
+                if self._broken and not self._relink(deadline):
+                    return []
                 consumer = self._current()
                 try:
                     got = consumer.fetch(n, max_wait=max(deadline.remaining(), 0.001))
                 except _BREAKS:
-                    self._relink()
-                    if deadline.expired:
+                    if not self._relink(deadline) or deadline.expired:
                         return []
                     continue
                 out: List[Msg] = []
                 for msg in got:
                     if not self._accept(msg):
-                        self._relink()
+                        self._relink(deadline)
                         break
                     out.append(msg)
                 if out or deadline.expired:
@@ -280,6 +303,8 @@ class _OrderedPump:
         self._args = (max_messages, None, expires, hb)
         self._alarm = alarm
         self.stopped = False
+        self._stale = False  # the chain broke and this pump's link is gone: rebuild first
+        self._error: Optional[errors.NATSError] = None
         self._pump = self._new_pump()
 
     def _new_pump(self) -> _Pump:
@@ -291,7 +316,7 @@ class _OrderedPump:
 
     @property
     def error(self) -> Optional[errors.NATSError]:
-        return self._pump.error
+        return self._error or self._pump.error
 
     def report(self, err: BaseException) -> None:
         self._pump.report(err)
@@ -300,28 +325,44 @@ class _OrderedPump:
     def where(self) -> str:
         return self._pump.where
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, deadline: Optional[Deadline]) -> bool:
+        """Replace the current link's pump; False when the caller's deadline passed first
+        (``_stale`` stays set: the next get() tries again)."""
         self._pump.stop()
-        self._oc._relink()
+        self._stale = True
+        try:
+            linked = self._oc._relink(deadline)
+        except errors.NATSError as exc:
+            self._error = exc  # the end of a consume(): kept for its ``error``
+            raise
+        if not linked:
+            return False
+        if self.stopped:  # stop() came while the link was made: it must not outlive us
+            self._oc._leave()
+            return False
         self._pump = self._new_pump()
+        self._stale = False
+        return True
 
     def get(self, timeout: Optional[float]) -> Optional[Msg]:
         deadline = None if timeout is None else Deadline(timeout)
         with self._oc._lock:
             while True:
+                if self._stale and (self.stopped or not self._rebuild(deadline)):
+                    return None
                 left = None if deadline is None else deadline.remaining()
                 try:
                     msg = self._pump.get(left)
                 except _BREAKS:
                     if self.stopped:
                         return None
-                    self._rebuild()
+                    self._stale = True
                     continue
                 if msg is None:
                     return None
                 if self._oc._accept(msg):
                     return msg
-                self._rebuild()  # a gap: start again after the last message handed out
+                self._stale = True  # a gap: start again after the last message handed out
 
     def stop(self) -> None:
         self.stopped = True
