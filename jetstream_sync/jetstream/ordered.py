@@ -152,12 +152,15 @@ class OrderedConsumer:
             self._left = True
             self._js._delete_consumer_nowait(self.stream, self._consumer.name)
 
-    def _relink(self, deadline: Optional[Deadline] = None) -> bool:
+    def _relink(
+        self, deadline: Optional[Deadline] = None, stopped: Callable[[], bool] = lambda: False
+    ) -> bool:
         """Rebuild the chain; while the server is unreachable (a restart), try again.
         With the caller's ``deadline`` (fetch, next, ``messages().next``), stop trying once it
         has passed and return False: the chain stays broken and the next read rebuilds it.
         Without one (consume, a bare iteration), give up after ``_TRIES`` tries (minutes,
-        each try waiting up to the context's timeout) and raise what the last one met."""
+        each try waiting up to the context's timeout) and raise what the last one met.
+        Once ``stopped()`` (the reader's stop()), return False after the current try."""
         if not self._broken:
             self.resets += 1
         self._broken = True
@@ -174,12 +177,12 @@ class OrderedConsumer:
                 errors.ConnectionLostError,
             ) as exc:
                 self._core.report(exc)
-                if deadline is not None and deadline.expired:
+                if stopped() or (deadline is not None and deadline.expired):
                     return False
                 # the server is coming back: nothing to wait on but time
                 time.sleep(delay if deadline is None else min(delay, deadline.remaining()))
                 delay = min(delay * 2, 1.0)
-                if deadline is not None and deadline.expired:
+                if stopped() or (deadline is not None and deadline.expired):
                     return False
         self._link()  # the last try raises what it meets
         return True
@@ -316,7 +319,9 @@ class _OrderedPump:
 
     @property
     def error(self) -> Optional[errors.NATSError]:
-        return self._error or self._pump.error
+        """What ended the reading: a broken link's error is not it (the chain is rebuilt)."""
+        err = self._pump.error
+        return self._error or (None if isinstance(err, _BREAKS) else err)
 
     def report(self, err: BaseException) -> None:
         self._pump.report(err)
@@ -331,7 +336,7 @@ class _OrderedPump:
         self._pump.stop()
         self._stale = True
         try:
-            linked = self._oc._relink(deadline)
+            linked = self._oc._relink(deadline, lambda: self.stopped)
         except errors.NATSError as exc:
             self._error = exc  # the end of a consume(): kept for its ``error``
             raise
