@@ -103,7 +103,9 @@ def test_group_stream_leader_killed_mid_consumption() -> None:
     total = KEYS * PER_KEY
     with NATSCluster(n=3) as cluster:
         with nats.connect(cluster.urls) as admin:
-            js = admin.jetstream(timeout=10.0)
+            # The group's R3 stream is made once by create_elastic (no retry, unlike
+            # _add_r3_stream): its first election, on a loaded machine, once took over 10 s.
+            js = admin.jetstream(timeout=30.0)
             _add_r3_stream(js)
             pcgroups.create_elastic(
                 js, STREAM, GROUP, PARTITIONS, [pcgroups.PartitioningFilter("pcgc.*", [1])]
