@@ -204,25 +204,34 @@ class OrderedConsumer:
         assert n is not None
         t = check_timeout(max_wait, "max_wait")
         deadline = Deadline(t)
-        with self._lock:
-            while True:
-                if self._broken and not self._relink(deadline):
+        # One reader at a time; another's call (a rebuild waiting on an unreachable server, a
+        # consume() waiting for messages) must not keep this one past its wait.
+        if not self._lock.acquire(timeout=deadline.remaining()):
+            return []
+        try:
+            return self._fetch(n, deadline)
+        finally:
+            self._lock.release()
+
+    def _fetch(self, n: int, deadline: Deadline) -> List[Msg]:
+        while True:
+            if self._broken and not self._relink(deadline):
+                return []
+            consumer = self._current()
+            try:
+                got = consumer.fetch(n, max_wait=max(deadline.remaining(), 0.001))
+            except _BREAKS:
+                if not self._relink(deadline) or deadline.expired:
                     return []
-                consumer = self._current()
-                try:
-                    got = consumer.fetch(n, max_wait=max(deadline.remaining(), 0.001))
-                except _BREAKS:
-                    if not self._relink(deadline) or deadline.expired:
-                        return []
-                    continue
-                out: List[Msg] = []
-                for msg in got:
-                    if not self._accept(msg):
-                        self._relink(deadline)
-                        break
-                    out.append(msg)
-                if out or deadline.expired:
-                    return out
+                continue
+            out: List[Msg] = []
+            for msg in got:
+                if not self._accept(msg):
+                    self._relink(deadline)
+                    break
+                out.append(msg)
+            if out or deadline.expired:
+                return out
 
     def next(self, timeout: float = 5.0) -> Msg:
         """The next message in order within ``timeout``; TimeoutError when none came."""
@@ -351,23 +360,31 @@ class _OrderedPump:
 
     def get(self, timeout: Optional[float]) -> Optional[Msg]:
         deadline = None if timeout is None else Deadline(timeout)
-        with self._oc._lock:
-            while True:
-                if self._stale and (self.stopped or not self._rebuild(deadline)):
+        lock = self._oc._lock  # one reader at a time, but not past this one's wait (as fetch)
+        if not lock.acquire(timeout=-1 if deadline is None else deadline.remaining()):
+            return None
+        try:
+            return self._get(deadline)
+        finally:
+            lock.release()
+
+    def _get(self, deadline: Optional[Deadline]) -> Optional[Msg]:
+        while True:
+            if self._stale and (self.stopped or not self._rebuild(deadline)):
+                return None
+            left = None if deadline is None else deadline.remaining()
+            try:
+                msg = self._pump.get(left)
+            except _BREAKS:
+                if self.stopped:
                     return None
-                left = None if deadline is None else deadline.remaining()
-                try:
-                    msg = self._pump.get(left)
-                except _BREAKS:
-                    if self.stopped:
-                        return None
-                    self._stale = True
-                    continue
-                if msg is None:
-                    return None
-                if self._oc._accept(msg):
-                    return msg
-                self._stale = True  # a gap: start again after the last message handed out
+                self._stale = True
+                continue
+            if msg is None:
+                return None
+            if self._oc._accept(msg):
+                return msg
+            self._stale = True  # a gap: start again after the last message handed out
 
     def stop(self) -> None:
         self.stopped = True

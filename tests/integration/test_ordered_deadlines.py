@@ -106,7 +106,7 @@ def timed(call: Callable[[], Any]) -> Callable[[], List[Any]]:
 
     def result() -> List[Any]:
         t.join(60)
-        assert not t.is_alive(), "the call still waits 60 s on, for a rebuild it was not given"
+        assert not t.is_alive(), "the call still waits 60 s on, far past its wait"
         return out
 
     return result
@@ -210,3 +210,24 @@ def test_a_consume_whose_rebuild_never_gets_through_ends_with_the_error(
         break_unreachably(js, proxy, stream, oc)
         assert cc.wait(30), "consume() still tries"
         assert isinstance(cc.error, nats.TimeoutError), cc.error
+
+
+def test_a_read_waiting_for_another_readers_call_keeps_to_its_wait(
+    js: JetStream, stream: str
+) -> None:
+    """One reader at a time: a fetch() or messages().next() while a consume() of the same
+    consumer waits for messages (or a rebuild of another reader waits on the server) gets
+    nothing within its wait; it used to wait for the lock as long as no message came."""
+    publish(js, stream, range(1))
+    oc = js.ordered_consumer(stream)
+    first = threading.Event()
+    cc = oc.consume(lambda msg: first.set(), max_messages=5, expires=30)
+    try:
+        assert first.wait(10)  # the consume now waits for message 1, holding the chain
+        got, took = timed(lambda: oc.fetch(1, max_wait=WAIT))()
+        assert got == [] and took < BOUND, (got, took)
+        with oc.messages(expires=2) as it:
+            got, took = timed(lambda: it.next(timeout=WAIT))()
+        assert isinstance(got, nats.TimeoutError) and took < BOUND, (got, took)
+    finally:
+        cc.stop()
