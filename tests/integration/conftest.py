@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import pytest
+from faultproxy import FaultProxy
 from support import Errors
 
 import jetstream_sync as nats
@@ -19,6 +20,16 @@ from jetstream_sync.testing import stream_name
 def errs() -> Errors:
     """What error_cb was given, on the ``ejs`` client."""
     return Errors()
+
+
+@pytest.fixture
+def proxy(nats_server: NATSServer) -> Iterator[FaultProxy]:
+    """A fault proxy (faultproxy.py) in front of the module's server; closed after the test."""
+    p = FaultProxy("127.0.0.1", nats_server.port)
+    try:
+        yield p
+    finally:
+        p.close()
 
 
 @pytest.fixture

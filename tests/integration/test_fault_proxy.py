@@ -56,15 +56,6 @@ def stream(js: JetStream) -> Iterator[str]:
 
 
 @pytest.fixture
-def proxy(nats_server: NATSServer) -> Iterator[FaultProxy]:
-    p = FaultProxy("127.0.0.1", nats_server.port)
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-@pytest.fixture
 def perrs() -> Errors:
     return Errors()
 

@@ -13,20 +13,10 @@ from support import Errors
 
 import jetstream_sync as nats
 from jetstream_sync.jetstream.context import JetStream
-from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name
 
 META = nats.ObjectMeta(options=nats.ObjectMetaOptions(max_chunk_size=10))
 OLD, NEW = b"o" * 25, b"n" * 35
-
-
-@pytest.fixture
-def proxy(nats_server: NATSServer) -> Iterator[FaultProxy]:
-    p = FaultProxy("127.0.0.1", nats_server.port)
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 @pytest.fixture

@@ -22,27 +22,12 @@ import jetstream_sync as nats
 from jetstream_sync.jetstream import ordered
 from jetstream_sync.jetstream.context import JetStream
 from jetstream_sync.jetstream.ordered import OrderedConsumer
-from jetstream_sync.server import NATSServer
 from jetstream_sync.testing import stream_name, wait_until
 
 WAIT = 2.0  # what the caller asks for
 # What it may take at most: its wait, one rebuild request given at least 1 s, and a noisy
 # machine's scheduling. The old code took 100 requests of 5 s each.
 BOUND = WAIT + 6.0
-
-
-@pytest.fixture
-def proxy(nats_server: NATSServer) -> Iterator[FaultProxy]:
-    p = FaultProxy("127.0.0.1", nats_server.port)
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-@pytest.fixture
-def errs() -> Errors:
-    return Errors()
 
 
 @pytest.fixture
